@@ -1,0 +1,58 @@
+# ctxledger: `make help` lists the targets.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+WAREHOUSE ?= warehouse
+LANDING ?= sample/landing
+CORPORA ?= ../shared/corpora
+
+# Everything runs offline: models come from installed packages, never a hub.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS :=
+export TOKENIZERS_PARALLELISM := false
+export PYTHONHASHSEED := 0
+
+.PHONY: help venv run test lint format bench eval clean
+
+help: ## Show this help.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml requirements.lock
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+venv: $(STAMP) ## Create the virtualenv and install pinned dependencies.
+
+run: $(STAMP) ## Run the nightly job on the bundled sample data and show what it built.
+	$(BIN)/ctxledger nightly --landing $(LANDING) --warehouse $(WAREHOUSE)
+	$(BIN)/ctxledger runs --warehouse $(WAREHOUSE) --limit 5
+	$(BIN)/ctxledger dead-letters --warehouse $(WAREHOUSE)
+
+test: $(STAMP) ## Run the whole test suite.
+	$(BIN)/python -m pytest
+
+lint: $(STAMP) ## ruff lint and format check.
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP) ## Apply ruff formatting and import sorting.
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP) ## Throughput benchmarks (ratios against named baselines).
+	$(BIN)/python bench/bench_redact.py
+	$(BIN)/python bench/bench_pipeline.py
+
+eval: $(STAMP) ## Quality against ../shared/corpora (or CORPORA=path).
+	$(BIN)/python -m eval.redaction --corpora $(CORPORA)
+
+clean: ## Remove the local warehouse and caches (keeps the venv).
+	rm -rf $(WAREHOUSE)/lake $(WAREHOUSE)/staging $(WAREHOUSE)/quarantine \
+	  $(WAREHOUSE)/catalog.ducklake* .pytest_cache .ruff_cache .hypothesis

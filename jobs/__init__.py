@@ -1,0 +1,1 @@
+"""Entry points users run: the CLI and the jobs it starts."""

@@ -1,0 +1,316 @@
+"""The ``ctxledger`` command line: run jobs and look into the warehouse.
+
+Every command exits non-zero with a one-line reason on failure (the full traceback
+only with ``CTXLEDGER_DEBUG=1``), so schedulers and people both get a clear answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from jobs.nightly import NightlyResult, run_nightly
+from warehouse.catalog import Warehouse, WarehouseError
+
+app = typer.Typer(
+    help="ctxledger: the data plane behind AI-agent context builders.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+WarehouseOpt = Annotated[
+    Path, typer.Option("--warehouse", "-w", help="Warehouse folder.", show_default=True)
+]
+CatalogOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="DuckLake catalog (file or postgres:... URL); default: in --warehouse."
+    ),
+]
+DataPathOpt = Annotated[
+    str | None,
+    typer.Option(help="Data path for Parquet files; default: <warehouse>/lake."),
+]
+
+
+def _fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=1)
+
+
+def _open(warehouse: Path, catalog: str | None, data_path: str | None) -> Warehouse:
+    return Warehouse.open(warehouse, catalog=catalog, data_path=data_path)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def nightly(
+    ctx: typer.Context,
+    landing: Annotated[
+        Path, typer.Option(help="Landing folder with transcript files.")
+    ],
+    warehouse: WarehouseOpt = Path("warehouse"),
+    policy: Annotated[
+        Path | None, typer.Option(help="Policy YAML (default: the packaged policy).")
+    ] = None,
+    tenant: Annotated[
+        str, typer.Option(help="Tenant of files not under a tenant=<id>/ folder.")
+    ] = "default",
+    source_format: Annotated[
+        str | None,
+        typer.Option("--format", help="Force one reader instead of auto-detection."),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(help="Pseudonym key file (or set CTXLEDGER_PSEUDONYM_KEY)."),
+    ] = None,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Ingest and redact new landing files; commit them as one snapshot.
+
+    Extra arguments are passed to Apache Beam, e.g. ``--runner=PortableRunner
+    --job_endpoint=embed --environment_type=LOOPBACK`` or ``--runner=FlinkRunner``.
+    """
+    if source_format is not None:
+        from pipelines.ingest.readers import FORMATS
+
+        if source_format not in FORMATS:
+            _fail(
+                f"unknown --format {source_format!r}; choose from {', '.join(FORMATS)}"
+            )
+    started = time.monotonic()
+    with console.status("starting", spinner="dots") as status:
+        result = run_nightly(
+            landing,
+            warehouse,
+            policy_file=policy,
+            default_tenant=tenant,
+            source_format=source_format,
+            key_file=key_file,
+            catalog=catalog,
+            data_path=data_path,
+            beam_args=list(ctx.args),
+            progress=lambda msg: status.update(msg),
+        )
+    _print_nightly(result, time.monotonic() - started)
+    with _open(warehouse, catalog, data_path) as wh:
+        _print_table_counts(wh)
+
+
+def _print_nightly(result: NightlyResult, seconds: float) -> None:
+    found = result.discovery
+    console.print(
+        f"landing: {len(found.items)} transcript file(s), "
+        f"{result.skipped_known} already processed, {result.files_new} new, "
+        f"{len(found.skipped)} skipped "
+        "(not a transcript extension)"
+    )
+    if result.manifest is None:
+        console.print("[green]nothing new[/]: no snapshot created")
+        return
+    manifest = result.manifest
+    console.print(
+        f"[green]committed[/] run {manifest.run_id} as snapshot {manifest.snapshot_id} "
+        f"in {seconds:.1f}s (policy {manifest.policy_version})"
+    )
+    console.print(_stage_table(manifest))
+
+
+def _stage_table(manifest) -> Table:
+    table = Table(title="records per stage (in = out + dead)")
+    for column in ("stage", "in", "out", "dead", "balanced"):
+        table.add_column(
+            column, justify="right" if column in {"in", "out", "dead"} else "left"
+        )
+    for count in manifest.stage_counts:
+        table.add_row(
+            count.stage,
+            str(count.records_in),
+            str(count.records_out),
+            str(count.dead),
+            "yes" if count.balanced else "[red]NO[/]",
+        )
+    return table
+
+
+def _print_table_counts(wh: Warehouse) -> None:
+    table = Table(title=f"warehouse {wh.root} (snapshot {wh.current_snapshot()})")
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, rows in wh.row_counts().items():
+        table.add_row(name, str(rows))
+    console.print(table)
+    dead = wh.query(
+        "SELECT stage, reason_code, count(*) FROM dead_letters "
+        "GROUP BY ALL ORDER BY 3 DESC"
+    ).fetchall()
+    if dead:
+        console.print("dead letters: " + ", ".join(f"{s}/{r}: {n}" for s, r, n in dead))
+
+
+@app.command()
+def runs(
+    warehouse: WarehouseOpt = Path("warehouse"),
+    limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Recent runs with their per-stage counts and snapshot ids."""
+    with _open(warehouse, catalog, data_path) as wh:
+        rows = wh.query(
+            "SELECT r.run_id, r.job, r.status, r.started_at, r.files_new, "
+            "r.stage_counts, s.snapshot_id, r.error "
+            "FROM runs r LEFT JOIN lake.snapshots() s "
+            "ON s.commit_message = 'run ' || r.run_id "
+            "ORDER BY r.started_at DESC LIMIT ?",
+            [limit],
+        ).fetchall()
+    table = Table(title="runs")
+    for column in (
+        "run",
+        "job",
+        "status",
+        "started",
+        "files",
+        "snapshot",
+        "stages in/out/dead",
+    ):
+        table.add_column(column)
+    for run_id, job, status, started, files, counts, snapshot, error in rows:
+        stages = "; ".join(
+            f"{c['stage']} {c['records_in']}/{c['records_out']}/{c['dead']}"
+            for c in counts
+        )
+        colour = "green" if status == "committed" else "red"
+        table.add_row(
+            run_id,
+            job,
+            f"[{colour}]{status}[/]" + (f" ({error})" if error else ""),
+            str(started)[:19],
+            str(files),
+            str(snapshot) if snapshot is not None else "-",
+            stages or "-",
+        )
+    console.print(table)
+
+
+@app.command("dead-letters")
+def dead_letters(
+    warehouse: WarehouseOpt = Path("warehouse"),
+    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    examples: Annotated[int, typer.Option(help="Example locations per reason.")] = 3,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Dead letters grouped by stage and reason, with example locations."""
+    where, params = ("WHERE run_id = ?", [run]) if run else ("", [])
+    with _open(warehouse, catalog, data_path) as wh:
+        rows = wh.query(
+            "SELECT stage, reason_code, count(*) AS n, "
+            "list(source_file || '#' || source_offset ORDER BY source_file)"
+            f"[1:{int(examples)}] "
+            f"FROM dead_letters {where} GROUP BY ALL ORDER BY n DESC",
+            params,
+        ).fetchall()
+    if not rows:
+        console.print("[green]no dead letters[/]")
+        return
+    table = Table(title="dead letters by reason")
+    for column in ("stage", "reason", "count", "examples"):
+        table.add_column(column)
+    for stage, reason, count, where_list in rows:
+        table.add_row(stage, reason, str(count), "\n".join(where_list))
+    console.print(table)
+
+
+@app.command()
+def sql(
+    query: Annotated[
+        str | None,
+        typer.Argument(help="SQL to run; omit to read statements from stdin."),
+    ] = None,
+    warehouse: WarehouseOpt = Path("warehouse"),
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="table, csv or json.")
+    ] = "table",
+    snapshot: Annotated[
+        int | None, typer.Option(help="Query the warehouse as of this snapshot.")
+    ] = None,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Run SQL against the warehouse (tables are in the default schema).
+
+    Time travel: ``--snapshot N`` or ``SELECT ... FROM messages AT (VERSION => N)``.
+    """
+    if output not in {"table", "csv", "json"}:
+        _fail("--output must be table, csv or json")
+    statements = (
+        [query] if query else [s for s in sys.stdin.read().split(";\n") if s.strip()]
+    )
+    with Warehouse.open(
+        warehouse, catalog=catalog, data_path=data_path, snapshot=snapshot
+    ) as wh:
+        for statement in statements:
+            relation = wh.query(statement)
+            if relation is None:
+                continue
+            _print_relation(relation, output)
+
+
+def _print_relation(relation, output: str) -> None:
+    columns = relation.columns
+    rows = relation.fetchall()
+    if output == "json":
+        for row in rows:
+            console.print_json(
+                json.dumps(dict(zip(columns, row, strict=True)), default=str)
+            )
+        return
+    if output == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+        return
+    table = Table()
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("NULL" if v is None else str(v) for v in row))
+    console.print(table)
+
+
+def main() -> None:
+    """Console entry point: clear one-line errors, tracebacks only when debugging."""
+    try:
+        app()
+    except (WarehouseError, FileNotFoundError, ValueError) as exc:
+        if os.environ.get("CTXLEDGER_DEBUG"):
+            raise
+        err_console.print(f"[bold red]error:[/] {exc}")
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+        if os.environ.get("CTXLEDGER_DEBUG"):
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {first}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""The nightly job: ingest and redact new landing files, commit one snapshot.
+
+Incremental and idempotent: files are identified by content hash, hashes already
+committed are skipped, and the run id is a hash of the job, the policy version and
+the new files, so a run that crashed and is started again writes exactly the rows
+the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jobs.version import code_version
+from pipelines.config import JobConfig
+from pipelines.ingest.landing import Discovery, discover
+from schemas import RunManifest, content_hash
+from schemas.arrow import to_table
+from warehouse.catalog import Warehouse
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class NightlyResult:
+    """What a nightly run did (``manifest`` is None when nothing was new)."""
+
+    run_id: str | None
+    discovery: Discovery
+    files_new: int
+    manifest: RunManifest | None = None
+    skipped_known: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def run_id_for(job: str, policy_version: str, hashes: Sequence[str]) -> str:
+    return content_hash(job, policy_version, sorted(hashes), prefix="run_", length=20)
+
+
+def _runner_name(beam_args: Sequence[str]) -> str:
+    for arg in beam_args:
+        if arg.startswith("--runner="):
+            return arg.split("=", 1)[1]
+    return "DirectRunner"
+
+
+def run_nightly(
+    landing: str | Path,
+    warehouse: str | Path,
+    *,
+    policy_file: str | Path | None = None,
+    default_tenant: str = "default",
+    source_format: str | None = None,
+    key_file: str | Path | None = None,
+    catalog: str | None = None,
+    data_path: str | None = None,
+    beam_args: Sequence[str] = (),
+    progress: Progress = lambda _msg: None,
+) -> NightlyResult:
+    """Process landing files the warehouse has not seen; commit them as one run."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.graph import build_batch_graph
+    from pipelines.redact.keys import load_key
+    from schemas.policy import load_policy
+
+    started_at = datetime.now(UTC)
+    policy = load_policy(policy_file)
+    warehouse = Path(warehouse).resolve()
+    progress(f"scanning {landing}")
+    found = discover(landing, default_tenant)
+    with Warehouse.open(
+        warehouse, create=True, catalog=catalog, data_path=data_path
+    ) as wh:
+        known = wh.processed_hashes()
+    new_items = [item for item in found.items if item.file_hash not in known]
+    # The same bytes under two names are one file: keep the first path.
+    unique: dict[str, object] = {}
+    for item in new_items:
+        unique.setdefault(item.file_hash, item)
+    new_items = list(unique.values())
+    result = NightlyResult(
+        run_id=None,
+        discovery=found,
+        files_new=len(new_items),
+        skipped_known=len(found.items) - len(new_items),
+    )
+    if not new_items:
+        progress("nothing new to process")
+        return result
+
+    config = JobConfig(
+        job="nightly",
+        run_id=run_id_for(
+            "nightly", policy.policy_version, [i.file_hash for i in new_items]
+        ),
+        landing=str(Path(landing).resolve()),
+        warehouse=str(warehouse),
+        catalog=catalog,
+        data_path=data_path,
+        default_tenant=default_tenant,
+        source_format=source_format,
+        policy_file=str(policy_file) if policy_file else None,
+        policy_version=policy.policy_version,
+        code_version=code_version(),
+        max_record_bytes=policy.limits.max_record_bytes,
+    )
+    result.run_id = config.run_id
+    shutil.rmtree(config.staging_dir, ignore_errors=True)
+    key = load_key(Path(key_file) if key_file else None)
+    runner = _runner_name(beam_args)
+    progress(f"run {config.run_id}: {len(new_items)} new file(s) on {runner}")
+    options = PipelineOptions(list(beam_args))
+    try:
+        with beam.Pipeline(options=options) as pipeline:
+            build_batch_graph(
+                pipeline,
+                new_items,
+                config,
+                policy,
+                key,
+                started_at=started_at,
+                files_seen=len(found.items),
+                files_skipped=len(found.skipped),
+                runner=runner,
+            )
+    except Exception as exc:
+        record_failed_run(config, started_at, runner, len(found.items), exc)
+        raise
+    with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
+        result.manifest = load_run(wh, config.run_id)
+    return result
+
+
+def record_failed_run(
+    config: JobConfig,
+    started_at: datetime,
+    runner: str,
+    files_seen: int,
+    exc: Exception,
+) -> None:
+    """Store a ``failed`` run row (its own tiny snapshot) so ``runs`` shows it."""
+    manifest = RunManifest(
+        run_id=config.run_id,
+        job=config.job,
+        status="failed",
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
+        policy_version=config.policy_version,
+        code_version=config.code_version,
+        runner=runner,
+        files_seen=files_seen,
+        config=config.model_dump_json(),
+        error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[
+            :500
+        ],
+    )
+    failed_id = f"{config.run_id}-failed-{int(started_at.timestamp())}"
+    manifest = manifest.model_copy(update={"run_id": failed_id})
+    with Warehouse.open(
+        config.warehouse,
+        create=True,
+        catalog=config.catalog,
+        data_path=config.data_path,
+    ) as wh:
+        wh.commit_staged(
+            failed_id,
+            {},
+            {"runs": to_table(RunManifest, [manifest.row()])},
+            {"failed": True},
+        )
+
+
+def load_run(wh: Warehouse, run_id: str) -> RunManifest | None:
+    """Read one run's manifest back, with the id of the snapshot it committed."""
+    table = wh.query("SELECT * FROM runs WHERE run_id = ?", [run_id]).arrow()
+    if hasattr(table, "read_all"):
+        table = table.read_all()
+    rows = table.to_pylist()
+    if not rows:
+        return None
+    manifest = RunManifest.model_validate(rows[0])
+    return manifest.model_copy(update={"snapshot_id": wh.snapshot_for_run(run_id)})

@@ -1,0 +1,2 @@
+"""Pipeline stages. Each subpackage holds pure logic plus one ``transforms.py`` (the
+only module there that imports Apache Beam)."""

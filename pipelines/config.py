@@ -1,0 +1,32 @@
+"""Domain settings of one job run (Beam's PipelineOptions hold runner settings only).
+
+A frozen model saved with every run in ``runs.config``, so a run can be explained
+and repeated later.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class JobConfig(BaseModel):
+    """What a run processes and where it writes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job: str
+    run_id: str
+    landing: str
+    warehouse: str
+    catalog: str | None = None
+    data_path: str | None = None
+    default_tenant: str = "default"
+    source_format: str | None = None
+    policy_file: str | None = None
+    policy_version: str
+    code_version: str
+    max_record_bytes: int = 8 * 1024 * 1024
+
+    @property
+    def staging_dir(self) -> str:
+        return f"{self.warehouse}/staging/{self.run_id}"

@@ -1,0 +1,326 @@
+"""Turn a parsed draft session into redacted warehouse records.
+
+Redaction happens here, field by field, *before* ids, token counts, artifacts and
+observations are derived, so nothing downstream ever sees a raw value: artifact ids
+are hashes of the redacted output and observation key fields are read from it.
+
+The redactor is passed in as a callable (``RedactFn``) so this module stays free of
+presidio and of Beam; the redact stage's DoFn supplies the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pipelines.ingest import reasons
+from pipelines.ingest.drafts import DraftMessage, DraftSession
+from pipelines.ingest.tokens import count_tokens
+from schemas import (
+    Artifact,
+    DeadLetter,
+    Message,
+    PiiFinding,
+    Session,
+    ToolCall,
+    ToolObservation,
+    canonical_json,
+    content_hash,
+)
+
+#: Formats whose own session id is globally unique, so a session continued in a
+#: later file (an appended JSONL) keeps its id.
+STABLE_SESSION_ID_FORMATS = frozenset({"claude_code", "canonical"})
+KEY_FIELD_LIMIT = 12
+KEY_VALUE_CHARS = 120
+
+
+class RedactionLike(Protocol):
+    text: str
+    findings: Sequence[PiiFinding]
+
+
+RedactFn = Callable[[list[tuple[str, str]]], list[RedactionLike]]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Where a draft session came from and under which run and policy it is built."""
+
+    tenant_id: str
+    source_file: str
+    source_hash: str
+    run_id: str
+    policy_version: str
+    job_version: str
+
+
+@dataclass
+class NormalizedSession:
+    """Records built from one draft session, plus the messages that failed."""
+
+    session: Session
+    messages: list[Message] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
+    observations: list[ToolObservation] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    messages_in: int = 0
+
+
+def session_id_for(draft: DraftSession, info: SourceInfo) -> str:
+    """Deterministic session id (see STABLE_SESSION_ID_FORMATS)."""
+    if draft.external_id and draft.source_format in STABLE_SESSION_ID_FORMATS:
+        return content_hash(
+            info.tenant_id, draft.source_format, draft.external_id, prefix="ses_"
+        )
+    return content_hash(
+        info.tenant_id,
+        draft.source_format,
+        info.source_hash,
+        draft.source_offset,
+        draft.external_id,
+        prefix="ses_",
+    )
+
+
+def dead_letter(
+    info: SourceInfo,
+    stage: str,
+    offset: str,
+    code: str,
+    detail: str,
+    quarantine_ref=None,
+) -> DeadLetter:
+    """A dead letter for one record; its id is a hash of where and why it failed."""
+    return DeadLetter(
+        dead_letter_id=content_hash(
+            info.tenant_id, info.source_hash, stage, offset, code, prefix="dl_"
+        ),
+        run_id=info.run_id,
+        stage=stage,
+        tenant_id=info.tenant_id,
+        source_file=info.source_file,
+        source_offset=offset,
+        reason_code=code,
+        message=detail,
+        quarantine_ref=quarantine_ref,
+        job_version=info.job_version,
+    )
+
+
+def _fields_of(message: DraftMessage) -> list[tuple[str, str]]:
+    """The free-text fields of a draft message that must be redacted, in order."""
+    items = [("content", message.content)]
+    if message.thinking:
+        items.append(("thinking", message.thinking))
+    for call in message.tool_calls:
+        items.append(("tool_arguments", call.arguments))
+    if message.tool_output is not None:
+        items.append(("tool_output", message.tool_output))
+    return items
+
+
+def _key_fields(output: str) -> dict[str, Any]:
+    """Small typed facts about a (redacted) tool output for the observation."""
+    try:
+        value = json.loads(output)
+    except (ValueError, RecursionError):
+        return {}
+    if isinstance(value, dict):
+        facts: dict[str, Any] = {"keys": sorted(value)[:KEY_FIELD_LIMIT]}
+        for key in sorted(value)[:KEY_FIELD_LIMIT]:
+            item = value[key]
+            if isinstance(item, str):
+                facts[key] = item[:KEY_VALUE_CHARS]
+            elif isinstance(item, bool | int | float) or item is None:
+                facts[key] = item
+            elif isinstance(item, list):
+                facts[key] = f"<list of {len(item)}>"
+        return facts
+    if isinstance(value, list):
+        return {"items": len(value)}
+    return {"value": value if not isinstance(value, str) else value[:KEY_VALUE_CHARS]}
+
+
+def _observation_text(
+    tool: str | None, status: str, size: int, lines: int, ref: str
+) -> str:
+    return (
+        f"[tool_result tool={tool or 'unknown'} status={status} size={size}B "
+        f"lines={lines} artifact={ref}]"
+    )
+
+
+def normalize_session(
+    draft: DraftSession, info: SourceInfo, redact: RedactFn
+) -> NormalizedSession:
+    """Redact a draft session and build its records.
+
+    A message whose redaction fails becomes a dead letter of stage ``redact``; the
+    rest of the session is kept. Tool results are linked to the call they answer
+    (``tool_call_id``) and get the tool's name from it.
+    """
+    session_id = session_id_for(draft, info)
+    out = NormalizedSession(
+        session=Session(
+            session_id=session_id,
+            tenant_id=info.tenant_id,
+            source_format=draft.source_format,
+            source_file=info.source_file,
+            source_hash=info.source_hash,
+            external_id=draft.external_id,
+            started_at=draft.started_at,
+            message_count=0,
+            metadata=canonical_json(draft.metadata),
+            run_id=info.run_id,
+        ),
+        messages_in=len(draft.messages),
+    )
+    fields_per_message = [_fields_of(m) for m in draft.messages]
+    flat = [item for fields in fields_per_message for item in fields]
+    try:
+        redacted_flat: list[RedactionLike] | None = list(redact(flat))
+        if len(redacted_flat) != len(flat):
+            raise ValueError("redactor returned a different number of texts")
+    except Exception:  # noqa: BLE001 - retried per message below to isolate the bad one
+        redacted_flat = None
+
+    tool_names: dict[str, str] = {}
+    artifacts: dict[str, Artifact] = {}
+    position = 0
+    turn = 0
+    for draft_message, fields in zip(draft.messages, fields_per_message, strict=True):
+        if redacted_flat is not None:
+            redacted = redacted_flat[position : position + len(fields)]
+        else:
+            try:
+                redacted = list(redact(fields))
+            except Exception as exc:  # noqa: BLE001 - terminal for this record
+                out.dead_letters.append(
+                    dead_letter(
+                        info,
+                        "redact",
+                        draft_message.source_offset,
+                        reasons.REDACTION_FAILED,
+                        f"redactor raised {type(exc).__name__}",
+                    )
+                )
+                position += len(fields)
+                continue
+        position += len(fields)
+        message, artifact, observation = _build_message(
+            draft_message, fields, redacted, session_id, turn, info, tool_names
+        )
+        turn += 1
+        out.messages.append(message)
+        if artifact is not None:
+            artifacts.setdefault(artifact.artifact_id, artifact)
+        if observation is not None:
+            out.observations.append(observation)
+    out.artifacts = list(artifacts.values())
+    out.session = out.session.model_copy(update={"message_count": len(out.messages)})
+    return out
+
+
+def _build_message(
+    draft: DraftMessage,
+    fields: list[tuple[str, str]],
+    redacted: Sequence[RedactionLike],
+    session_id: str,
+    turn: int,
+    info: SourceInfo,
+    tool_names: dict[str, str],
+) -> tuple[Message, Artifact | None, ToolObservation | None]:
+    findings: list[PiiFinding] = []
+    texts: dict[str, list[str]] = {}
+    for (name, _), result in zip(fields, redacted, strict=True):
+        texts.setdefault(name, []).append(result.text)
+        findings.extend(result.findings)
+    content = texts["content"][0]
+    thinking = texts["thinking"][0] if "thinking" in texts else None
+    calls = []
+    for call, arguments in zip(
+        draft.tool_calls, texts.get("tool_arguments", []), strict=True
+    ):
+        calls.append(
+            ToolCall(
+                call_id=call.call_id, tool_name=call.tool_name, arguments=arguments
+            )
+        )
+        tool_names[call.call_id] = call.tool_name
+    artifact = observation = None
+    artifact_ref = None
+    tool_name = draft.name or (tool_names.get(draft.tool_call_id or ""))
+    if "tool_output" in texts:
+        output = texts["tool_output"][0]
+        size = len(output.encode("utf-8"))
+        artifact_ref = content_hash(info.tenant_id, output, prefix="art_")
+        media = "application/json" if _looks_json(output) else "text/plain"
+        artifact = Artifact(
+            artifact_id=artifact_ref,
+            tenant_id=info.tenant_id,
+            media_type=media,
+            size_bytes=size,
+            content=output,
+            policy_version=info.policy_version,
+        )
+        lines = output.count("\n") + (1 if output else 0)
+        content = (content + "\n" if content else "") + _observation_text(
+            tool_name, draft.tool_status, size, lines, artifact_ref
+        )
+    content_digest = content_hash(
+        content, thinking, [c.model_dump() for c in calls], prefix=""
+    )
+    message_id = content_hash(
+        session_id, turn, draft.role, content_digest, prefix="msg_"
+    )
+    if artifact_ref is not None:
+        output = texts["tool_output"][0]
+        observation = ToolObservation(
+            observation_id=content_hash(message_id, artifact_ref, prefix="obs_"),
+            message_id=message_id,
+            session_id=session_id,
+            tenant_id=info.tenant_id,
+            tool_call_id=draft.tool_call_id,
+            tool_name=tool_name,
+            status=draft.tool_status,
+            size_bytes=len(output.encode("utf-8")),
+            line_count=output.count("\n") + (1 if output else 0),
+            token_count=count_tokens(output),
+            key_fields=canonical_json(_key_fields(output)),
+            artifact_ref=artifact_ref,
+        )
+    message = Message(
+        message_id=message_id,
+        session_id=session_id,
+        tenant_id=info.tenant_id,
+        turn=turn,
+        role=draft.role,
+        name=tool_name if draft.role == "tool" else draft.name,
+        content=content,
+        thinking=thinking,
+        content_hash=content_digest,
+        created_at=draft.created_at,
+        token_count=count_tokens(content) + count_tokens(thinking),
+        tool_calls=calls,
+        tool_call_id=draft.tool_call_id,
+        artifact_ref=artifact_ref,
+        pii=findings,
+        policy_version=info.policy_version,
+        source_ref=f"{info.source_file}#{draft.source_offset}",
+        run_id=info.run_id,
+    )
+    return message, artifact, observation
+
+
+def _looks_json(text: str) -> bool:
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in "[{":
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

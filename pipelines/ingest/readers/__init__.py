@@ -1,0 +1,1 @@
+"""Format readers (one module per source format) and auto-detection. See README."""

@@ -1,0 +1,344 @@
+"""Helpers every format reader shares: file layout, records, messages, sessions.
+
+Layout. A landing file is either one JSON *document* or *JSONL* (one JSON value per
+non-blank line). ``layout`` decides which without trusting the file name:
+
+* zero or one non-blank line: a document;
+* the first non-blank line parses on its own: JSONL;
+* the whole file parses as one value: a document (pretty-printed JSON);
+* otherwise the file is broken; it counts as JSONL when another line holds a
+  complete non-empty JSON object (a JSONL file with a bad first line), else as a
+  malformed document.
+
+``load_records`` then yields one ``JsonRecord`` (or ``Rejected``) per source record,
+using ``pipelines.ingest.sources`` for every byte-level step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipelines.ingest import reasons
+from pipelines.ingest.drafts import (
+    DraftMessage,
+    DraftSession,
+    MetaValue,
+    Parsed,
+    Rejected,
+    SourceFile,
+)
+from pipelines.ingest.sources import JsonRecord, decode_document, iter_jsonl
+
+DOCUMENT = "document"
+JSONL = "jsonl"
+
+
+class RecordError(Exception):
+    """A source record has the wrong shape. ``detail`` never quotes the payload."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+# --- layout and records ---------------------------------------------------------
+
+
+def _parse_line(line: bytes, first: bool) -> Any:
+    """The JSON value on one line, or a sentinel when it does not parse."""
+    try:
+        return json.loads(line.decode("utf-8-sig" if first else "utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return _NOTHING
+
+
+_NOTHING = object()
+
+
+def layout(source: SourceFile) -> str:
+    """``DOCUMENT`` or ``JSONL`` for a file (see the module docstring)."""
+    lines = [line for line in source.data.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return DOCUMENT
+    if len(lines[0]) <= source.max_record_bytes and (
+        _parse_line(lines[0].strip(), True) is not _NOTHING
+    ):
+        return JSONL
+    if not isinstance(decode_document(source), Rejected):
+        return DOCUMENT
+    for line in lines[1:]:
+        body = line.strip()
+        if (
+            body[:1] == b"{"
+            and body[-1:] == b"}"
+            and len(body) <= source.max_record_bytes
+        ):
+            value = _parse_line(body, False)
+            if isinstance(value, dict) and value:
+                return JSONL
+    return DOCUMENT
+
+
+def load_records(source: SourceFile) -> Iterator[JsonRecord | Rejected]:
+    """One item per source record: the document, or each non-blank JSONL line."""
+    if layout(source) == DOCUMENT:
+        yield decode_document(source)
+    else:
+        yield from iter_jsonl(source)
+
+
+def sample_values(source: SourceFile, limit: int = 8) -> tuple[str, list[Any]]:
+    """The layout plus a few decoded values for format sniffing, decoding little.
+
+    For a document that is the whole value (it must be parsed to be recognised);
+    for JSONL, up to ``limit`` of the first non-blank lines, each within the record
+    size cap. Undecodable lines are skipped.
+    """
+    kind = layout(source)
+    if kind == DOCUMENT:
+        record = decode_document(source)
+        return kind, [] if isinstance(record, Rejected) else [record.value]
+    values: list[Any] = []
+    first = True
+    for line in source.data.splitlines():
+        body = line.strip()
+        if not body:
+            continue
+        if len(body) <= source.max_record_bytes:
+            value = _parse_line(body, first)
+            if value is not _NOTHING:
+                values.append(value)
+        first = False
+        limit -= 1
+        if limit <= 0:
+            break
+    return kind, values
+
+
+# --- small value helpers ----------------------------------------------------------
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a value's type, for error details that quote no payload."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "value"
+
+
+_KINDS: dict[type, str] = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+}
+
+
+def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        return False
+    return isinstance(value, kind)
+
+
+def need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str):
+    """``obj[key]``, which must exist and be of ``kind``; else a ``RecordError``."""
+    if key not in obj or obj[key] is None:
+        raise RecordError(reasons.MISSING_FIELD, f"missing field {where}{key}")
+    return check(obj[key], kind, f"{where}{key}")
+
+
+def check(value: Any, kind: type | tuple[type, ...], where: str):
+    """``value`` if it is of ``kind``; else a ``RecordError`` naming the field."""
+    if not _is(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wanted = " or ".join(_KINDS.get(k, k.__name__) for k in kinds)
+        raise RecordError(
+            reasons.WRONG_TYPE,
+            f"{where or 'record'}: expected {wanted}, got {json_type(value)}",
+        )
+    return value
+
+
+def text_field(obj: dict[str, Any], key: str) -> str | None:
+    """A string-valued field, or None when absent or not a string."""
+    value = obj.get(key)
+    return value if isinstance(value, str) else None
+
+
+def args_text(value: Any) -> str:
+    """Tool-call arguments as found: raw JSON text kept, objects dumped sorted."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 string or a Unix epoch number as an aware datetime (naive: UTC)."""
+    try:
+        if isinstance(value, str) and value:
+            parsed = datetime.fromisoformat(value.strip())
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            if not 0 < value < 32503680000:  # before year 3000
+                return None
+            parsed = datetime.fromtimestamp(value, tz=UTC)
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
+
+
+def placeholder(kind: Any) -> str:
+    """``[type]`` for a non-text content part; odd type values are not echoed."""
+    return f"[{kind}]" if isinstance(kind, str) and _IDENT.match(kind) else "[part]"
+
+
+def meta(**values: Any) -> dict[str, MetaValue]:
+    """Session metadata: scalar values only, ``None`` dropped."""
+    out: dict[str, MetaValue] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, str | int | float | bool):
+            out[key] = value
+    return out
+
+
+def first_str(*values: Any) -> str | None:
+    """The first non-empty string among ``values``."""
+    for value in values:
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def raw_of(value: Any) -> bytes | None:
+    """Quarantine bytes for one entry of a document (None if it cannot be dumped)."""
+    try:
+        return json.dumps(value, ensure_ascii=True).encode("ascii")
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+# --- messages and sessions ----------------------------------------------------------
+
+
+def clean(fields: dict[str, Any]) -> dict[str, Any]:
+    """Drop ``None`` entries so that absent values read as *missing* to pydantic."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def build_message(fields: dict[str, Any]) -> DraftMessage:
+    """Validate one draft message (raises ``ValidationError``)."""
+    return DraftMessage.model_validate(clean(fields))
+
+
+def rejection(exc: ValidationError, offset: str, records: int, raw=None) -> Rejected:
+    code, detail = reasons.from_validation_error(exc)
+    return Rejected(code, offset, detail, raw=raw, records=records)
+
+
+class SessionBuilder:
+    """Collects one session's messages.
+
+    A message that fails validation becomes a message-level ``Rejected`` with
+    ``records=0`` (its source record is still counted by the session).
+    """
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.messages: list[DraftMessage] = []
+        self.rejected: list[Rejected] = []
+
+    def add(self, fields: dict[str, Any]) -> DraftMessage | None:
+        try:
+            message = build_message(fields)
+        except ValidationError as exc:
+            offset = fields.get("source_offset") or "message"
+            self.rejected.append(rejection(exc, str(offset), 0))
+            return None
+        self.messages.append(message)
+        return message
+
+    def reject(self, code: str, offset: str, detail: str) -> None:
+        self.rejected.append(Rejected(code, offset, detail, raw=None, records=0))
+
+    def finish(
+        self,
+        *,
+        offset: str,
+        records: int = 1,
+        external_id: str | None = None,
+        metadata: dict[str, MetaValue] | None = None,
+        raw: bytes | None = None,
+    ) -> list[Parsed]:
+        """The session (or a ``no_messages`` rejection) plus message rejections."""
+        out: list[Parsed] = []
+        if self.messages:
+            times = [m.created_at for m in self.messages if m.created_at is not None]
+            out.append(
+                DraftSession(
+                    external_id=external_id,
+                    source_format=self.fmt,
+                    started_at=min(times) if times else None,
+                    metadata=metadata or {},
+                    messages=self.messages,
+                    source_offset=offset,
+                    records=records,
+                )
+            )
+        else:
+            out.append(
+                Rejected(
+                    reasons.NO_MESSAGES,
+                    offset,
+                    "record holds no usable message",
+                    raw=raw,
+                    records=records,
+                )
+            )
+        out.extend(self.rejected)
+        return out
+
+
+def per_record(source: SourceFile, convert) -> Iterator[Parsed]:
+    """Drive a reader whose ``convert(record) -> list[Parsed]`` handles one record.
+
+    ``convert`` returns a list (never a lazy generator), so a ``RecordError`` raised
+    half-way cannot leave a record counted twice; it becomes one ``Rejected`` for
+    the whole record.
+    """
+    for record in load_records(source):
+        if isinstance(record, Rejected):
+            yield record
+            continue
+        try:
+            results = convert(record)
+        except RecordError as exc:
+            results = [Rejected(exc.code, record.offset, exc.detail, raw=record.raw)]
+        yield from results

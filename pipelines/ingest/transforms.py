@@ -1,0 +1,110 @@
+"""Beam wrapper of the ingest stage: landing files in, draft sessions out.
+
+Thin by design: the logic lives in ``landing`` and the readers. Outputs:
+``sessions`` (main: ``(LandingItem, DraftSession)``), ``dead_letter``
+(``DeadLetter``) and ``landing_file`` (``LandingFile``, with the stage's counts).
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+
+from pipelines.config import JobConfig
+from pipelines.ingest import reasons
+from pipelines.ingest.landing import LandingItem, parse_landing_file, write_quarantine
+from pipelines.ingest.normalize import SourceInfo, dead_letter
+from schemas import LandingFile
+
+DEAD_LETTER = "dead_letter"
+LANDING_FILE = "landing_file"
+
+
+def source_info(item: LandingItem, config: JobConfig) -> SourceInfo:
+    return SourceInfo(
+        tenant_id=item.tenant_id,
+        source_file=item.rel_path,
+        source_hash=item.file_hash,
+        run_id=config.run_id,
+        policy_version=config.policy_version,
+        job_version=config.code_version,
+    )
+
+
+class ParseLandingFileFn(beam.DoFn):
+    """Parse one landing file; every record ends as a session or a dead letter."""
+
+    def __init__(self, config: JobConfig):
+        self.config = config
+        self.files = Metrics.counter("ingest", "files")
+        self.dead = Metrics.counter("ingest", "dead_letters")
+
+    def process(self, item: LandingItem):
+        parsed = parse_landing_file(
+            item, self.config.source_format, self.config.max_record_bytes
+        )
+        info = source_info(item, self.config)
+        status = "processed"
+        for rejected in parsed.rejected:
+            if rejected.reason_code == reasons.FILE_CHANGED:
+                status = "changed"
+            elif rejected.reason_code == reasons.FILE_UNREADABLE:
+                status = "unreadable"
+            ref = (
+                write_quarantine(
+                    self.config.warehouse, self.config.run_id, rejected.raw
+                )
+                if rejected.raw
+                else None
+            )
+            stage = "ingest" if rejected.records else "validate"
+            self.dead.inc()
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER,
+                dead_letter(
+                    info,
+                    stage,
+                    rejected.source_offset,
+                    rejected.reason_code,
+                    rejected.detail,
+                    ref,
+                ),
+            )
+        for session in parsed.sessions:
+            yield (item, session)
+        self.files.inc()
+        yield pvalue.TaggedOutput(
+            LANDING_FILE,
+            LandingFile(
+                file_hash=item.file_hash,
+                path=item.rel_path,
+                tenant_id=item.tenant_id,
+                size_bytes=item.size_bytes,
+                source_format=parsed.source_format,
+                status=status,
+                records_in=parsed.records_in,
+                records_out=parsed.records_out,
+                dead=parsed.records_dead,
+                messages_parsed=parsed.messages_parsed,
+                run_id=self.config.run_id,
+            ),
+        )
+
+
+class IngestTranscripts(beam.PTransform):
+    """Landing items -> ``sessions``, ``dead_letter``, ``landing_file`` outputs."""
+
+    def __init__(self, config: JobConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, items):
+        return (
+            items
+            | "ReshuffleFiles" >> beam.Reshuffle()
+            | "ParseLandingFiles"
+            >> beam.ParDo(ParseLandingFileFn(self.config)).with_outputs(
+                DEAD_LETTER, LANDING_FILE, main="sessions"
+            )
+        )

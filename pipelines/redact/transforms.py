@@ -1,0 +1,74 @@
+"""Beam wrapper of the redact stage: draft sessions in, redacted records out.
+
+The presidio engine loads once per worker in ``setup()``; the DoFn only adapts
+``pipelines.ingest.normalize.normalize_session`` to Beam's tagged outputs.
+Outputs: one per table (``sessions``, ``messages``, ``artifacts``,
+``tool_observations``) plus ``dead_letter``.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+
+from pipelines.config import JobConfig
+from pipelines.ingest.normalize import normalize_session
+from pipelines.ingest.transforms import source_info
+
+DEAD_LETTER = "dead_letter"
+RECORD_TAGS = ("messages", "artifacts", "tool_observations")
+
+
+class RedactSessionFn(beam.DoFn):
+    """Redact one draft session and emit its records by table."""
+
+    def __init__(self, config: JobConfig, policy, key: bytes):
+        self.config = config
+        self.policy = policy
+        self.key = key
+        self.redactor = None
+        self.messages = Metrics.counter("redact", "messages")
+        self.dead = Metrics.counter("redact", "dead_letters")
+
+    def setup(self):
+        from pipelines.redact.engine import Redactor
+
+        self.redactor = Redactor(self.policy, self.key)
+        self.redactor.setup()
+
+    def process(self, element):
+        item, draft = element
+        info = source_info(item, self.config)
+        tenant = item.tenant_id
+
+        def redact(fields):
+            return self.redactor.redact_batch(fields, tenant)
+
+        built = normalize_session(draft, info, redact)
+        self.messages.inc(len(built.messages))
+        yield built.session
+        for message in built.messages:
+            yield pvalue.TaggedOutput("messages", message)
+        for artifact in built.artifacts:
+            yield pvalue.TaggedOutput("artifacts", artifact)
+        for observation in built.observations:
+            yield pvalue.TaggedOutput("tool_observations", observation)
+        for letter in built.dead_letters:
+            self.dead.inc()
+            yield pvalue.TaggedOutput(DEAD_LETTER, letter)
+
+
+class RedactPII(beam.PTransform):
+    """``(LandingItem, DraftSession)`` -> redacted records by table + dead letters."""
+
+    def __init__(self, config: JobConfig, policy, key: bytes):
+        super().__init__()
+        self.config = config
+        self.policy = policy
+        self.key = key
+
+    def expand(self, sessions):
+        return sessions | "RedactSessions" >> beam.ParDo(
+            RedactSessionFn(self.config, self.policy, self.key)
+        ).with_outputs(DEAD_LETTER, *RECORD_TAGS, main="sessions")

@@ -1,0 +1,1 @@
+"""Sink: stage records as Parquet shards, then commit them as one DuckLake snapshot."""

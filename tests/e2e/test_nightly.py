@@ -1,0 +1,201 @@
+"""End to end: the nightly job over the bundled sample landing into a real warehouse."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.nightly import run_nightly
+from warehouse import Warehouse
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample" / "landing"
+
+#: Values planted in sample/landing/tenant=acme/canonical/support-chat.jsonl.
+PLANTED = [
+    "dana.whitfield@example.org",
+    "sk-test-4f8Kq9Zr2LmX7vB1nC3pD5sT6wY0aE8h",
+    "ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE1234",
+    "415-555-0172",
+    "+1 415 555 0172",
+]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory):
+    warehouse = tmp_path_factory.mktemp("wh")
+    first = run_nightly(SAMPLE, warehouse)
+    return warehouse, first
+
+
+def test_first_run_commits_one_balanced_snapshot(nightly):
+    warehouse, result = nightly
+    manifest = result.manifest
+    assert manifest is not None and manifest.status == "committed"
+    assert manifest.snapshot_id is not None
+    assert [c.stage for c in manifest.stage_counts] == ["ingest", "validate", "redact"]
+    for count in manifest.stage_counts:
+        assert count.records_in == count.records_out + count.dead, count
+        assert count.records_in > 0
+    with Warehouse.open(warehouse) as wh:
+        counts = wh.row_counts()
+        assert wh.current_snapshot() == manifest.snapshot_id
+    for table in ("sessions", "messages", "artifacts", "tool_observations", "runs"):
+        assert counts[table] > 0, table
+    assert counts["landing_files"] == len(result.discovery.items)
+
+
+def test_bad_records_are_dead_letters_with_reasons_and_locations(nightly):
+    warehouse, _ = nightly
+    with Warehouse.open(warehouse) as wh:
+        rows = wh.query(
+            "SELECT source_file, source_offset, reason_code, message, quarantine_ref "
+            "FROM dead_letters ORDER BY source_file, source_offset"
+        ).fetchall()
+    reasons = {(Path(f).name, code) for f, _, code, _, _ in rows}
+    assert ("support-chat.jsonl", "unknown_role") in reasons
+    assert ("support-chat.jsonl", "malformed_json") in reasons
+    assert ("support-chat.jsonl", "wrong_type") in reasons
+    assert ("truncated-upload.json", "malformed_json") in reasons
+    for _, offset, _, message, quarantine in rows:
+        assert offset
+        assert "narrator" not in message and "This line" not in message
+        if quarantine:
+            path = warehouse / quarantine
+            assert path.exists() and oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_second_run_adds_nothing(nightly):
+    warehouse, _ = nightly
+    with Warehouse.open(warehouse) as wh:
+        before_counts, before_snapshots = wh.row_counts(), wh.snapshots()
+    again = run_nightly(SAMPLE, warehouse)
+    assert again.manifest is None and again.files_new == 0
+    with Warehouse.open(warehouse) as wh:
+        assert wh.row_counts() == before_counts
+        assert wh.snapshots() == before_snapshots
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def test_no_planted_value_in_any_parquet_file_or_table(nightly):
+    warehouse, _ = nightly
+    files = list((warehouse / "lake").rglob("*.parquet"))
+    assert files
+    leaks = []
+    for path in files:
+        for row in pq.read_table(path).to_pylist():
+            for text in _strings(row):
+                leaks.extend((path.name, v) for v in PLANTED if v in text)
+    with Warehouse.open(warehouse) as wh:
+        for table in wh.row_counts():
+            for row in (
+                wh.query(f"SELECT * FROM {table}").arrow().read_all().to_pylist()
+            ):
+                for text in _strings(row):
+                    leaks.extend((table, v) for v in PLANTED if v in text)
+    assert leaks == []
+
+
+def test_redaction_left_joinable_pseudonyms(nightly):
+    warehouse, _ = nightly
+    with Warehouse.open(warehouse) as wh:
+        contents = [
+            r[0]
+            for r in wh.query(
+                "SELECT content FROM messages WHERE tenant_id = 'acme' "
+                "AND content LIKE '%<EMAIL_ADDRESS:%'"
+            ).fetchall()
+        ]
+    assert contents, "the planted email should be pseudonymised, not dropped"
+
+
+def test_portable_runner_gives_the_same_rows(tmp_path):
+    landing = tmp_path / "landing"
+    shutil.copytree(SAMPLE / "tenant=acme" / "canonical", landing / "tenant=acme")
+    shutil.copytree(SAMPLE / "tenant=globex" / "openhands", landing / "tenant=globex")
+    direct = run_nightly(landing, tmp_path / "direct")
+    portable = run_nightly(
+        landing,
+        tmp_path / "portable",
+        beam_args=[
+            "--runner=PortableRunner",
+            "--job_endpoint=embed",
+            "--environment_type=LOOPBACK",
+        ],
+    )
+    assert portable.manifest.runner == "PortableRunner"
+    assert portable.run_id == direct.run_id
+    tables = ("sessions", "messages", "artifacts", "tool_observations", "dead_letters")
+    rows = {}
+    for name in ("direct", "portable"):
+        with Warehouse.open(tmp_path / name) as wh:
+            rows[name] = {
+                t: sorted(map(str, wh.query(f"SELECT * FROM {t}").fetchall()))
+                for t in tables
+            }
+    assert rows["direct"] == rows["portable"]
+
+
+def _cli(*args, check=True):
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_cli_reports_runs_dead_letters_and_sql(nightly):
+    warehouse, result = nightly
+    runs = _cli("runs", "--warehouse", str(warehouse))
+    assert result.run_id in runs.stdout and "committed" in runs.stdout
+    dead = _cli("dead-letters", "--warehouse", str(warehouse))
+    assert "unknown_role" in dead.stdout
+    out = _cli(
+        "sql",
+        "--warehouse",
+        str(warehouse),
+        "-o",
+        "csv",
+        "SELECT count(*) AS n FROM sessions",
+    )
+    assert out.stdout.splitlines()[0] == "n" and int(out.stdout.splitlines()[1]) > 0
+
+
+def test_cli_fails_with_one_line_reason(tmp_path):
+    done = _cli("runs", "--warehouse", str(tmp_path / "nope"), check=False)
+    assert done.returncode == 1
+    assert "no warehouse" in done.stderr
+    assert "Traceback" not in done.stderr
+    bad = _cli(
+        "nightly",
+        "--landing",
+        str(tmp_path / "missing"),
+        "--warehouse",
+        str(tmp_path),
+        check=False,
+    )
+    assert bad.returncode == 1 and "landing folder not found" in bad.stderr

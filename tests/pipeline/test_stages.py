@@ -1,0 +1,147 @@
+"""One TestPipeline test per composite, asserting main and dead-letter outputs."""
+
+from __future__ import annotations
+
+import json
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.config import JobConfig
+from pipelines.ingest.drafts import DraftMessage, DraftSession
+from pipelines.ingest.landing import discover
+from pipelines.ingest.transforms import IngestTranscripts
+from pipelines.redact.transforms import RedactPII
+
+pytestmark = pytest.mark.slow
+
+
+def _config(tmp_path) -> JobConfig:
+    return JobConfig(
+        job="test",
+        run_id="run_test",
+        landing=str(tmp_path / "landing"),
+        warehouse=str(tmp_path / "wh"),
+        policy_version="test+0",
+        code_version="test",
+    )
+
+
+def _line(**fields) -> str:
+    return json.dumps(fields) + "\n"
+
+
+def test_ingest_transcripts_splits_sessions_dead_letters_and_file_counts(tmp_path):
+    landing = tmp_path / "landing" / "tenant=acme"
+    landing.mkdir(parents=True)
+    (landing / "chat.jsonl").write_text(
+        _line(session_id="s1", role="user", content="hello")
+        + _line(session_id="s1", role="assistant", content="hi")
+        + _line(session_id="s1", role="narrator", content="who?")
+        + '{"session_id": "s2", "role": \n'
+    )
+    (landing / "empty.jsonl").write_text("")
+    items = discover(tmp_path / "landing", "default").items
+    config = _config(tmp_path)
+    with TestPipeline() as p:
+        out = p | beam.Create(items) | IngestTranscripts(config)
+        assert_that(
+            out.sessions | beam.Map(lambda e: (e[1].external_id, len(e[1].messages))),
+            equal_to([("s1", 2)]),
+            label="CheckSessions",
+        )
+        assert_that(
+            out.dead_letter | beam.Map(lambda d: (d.stage, d.reason_code, d.tenant_id)),
+            equal_to(
+                [
+                    ("validate", "unknown_role", "acme"),
+                    ("ingest", "malformed_json", "acme"),
+                    ("ingest", "empty_file", "acme"),
+                ]
+            ),
+            label="CheckDeadLetters",
+        )
+        assert_that(
+            out.landing_file
+            | beam.Map(
+                lambda f: (
+                    f.path,
+                    f.records_in,
+                    f.records_out,
+                    f.dead,
+                    f.messages_parsed,
+                )
+            ),
+            equal_to(
+                [
+                    ("tenant=acme/chat.jsonl", 4, 3, 1, 2),
+                    ("tenant=acme/empty.jsonl", 1, 0, 1, 0),
+                ]
+            ),
+            label="CheckLandingFiles",
+        )
+
+
+def test_redact_pii_emits_redacted_records_by_table(tmp_path):
+    from schemas.policy import load_policy
+
+    policy = load_policy(None)
+    config = _config(tmp_path).model_copy(
+        update={"policy_version": policy.policy_version}
+    )
+    items = []
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "x.jsonl").write_text("{}\n")
+    (item,) = discover(tmp_path / "landing", "acme").items
+    draft = DraftSession(
+        source_format="canonical",
+        external_id="s1",
+        source_offset="line:1",
+        messages=[
+            DraftMessage(
+                role="user",
+                content="Reach me at carol.danvers@example.com please",
+                source_offset="line:1",
+            ),
+            DraftMessage(
+                role="tool",
+                tool_call_id="c1",
+                tool_output='{"token": "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}',
+                tool_status="ok",
+                source_offset="line:2",
+            ),
+        ],
+    )
+    items.append((item, draft))
+    with TestPipeline() as p:
+        out = p | beam.Create(items) | RedactPII(config, policy, b"k" * 32)
+        assert_that(
+            out.messages
+            | beam.Map(
+                lambda m: (
+                    m.turn,
+                    "carol.danvers" in m.content,
+                    sorted({f.entity_type for f in m.pii}),
+                )
+            ),
+            equal_to([(0, False, ["EMAIL_ADDRESS"]), (1, False, ["GITHUB_TOKEN"])]),
+            label="CheckMessages",
+        )
+        assert_that(
+            out.artifacts | beam.Map(lambda a: "ghp_ABCDEF" in a.content),
+            equal_to([False]),
+            label="CheckArtifacts",
+        )
+        assert_that(
+            out.tool_observations | beam.Map(lambda o: o.status),
+            equal_to(["ok"]),
+            label="CheckObservations",
+        )
+        assert_that(out.dead_letter, equal_to([]), label="CheckNoDeadLetters")
+        assert_that(
+            out.sessions | beam.Map(lambda s: s.message_count),
+            equal_to([2]),
+            label="CheckSessions",
+        )

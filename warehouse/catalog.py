@@ -1,0 +1,330 @@
+"""Open a DuckLake warehouse, create its tables, and commit one run as one snapshot.
+
+Layout of a warehouse folder::
+
+    catalog.ducklake     the DuckLake catalog (a DuckDB file; Postgres at scale)
+    lake/                Parquet data files DuckLake manages
+    staging/<run_id>/    Parquet shards a run wrote, before the commit registers them
+    quarantine/<run_id>/ raw bytes of rejected records, owner-only
+
+Readers only ever see committed snapshots: shards in ``staging`` are invisible until
+``commit_run`` inserts them inside one transaction, which DuckLake turns into one
+snapshot. A crash before the commit leaves the previous snapshot untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sysconfig
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from schemas.arrow import arrow_schema
+from warehouse.tables import TABLES
+
+CATALOG_FILE = "catalog.ducklake"
+LAKE_ALIAS = "lake"
+
+
+class WarehouseError(RuntimeError):
+    """A warehouse operation failed for a reason the user can act on."""
+
+
+def extension_directory() -> str:
+    """Where the offline DuckDB extension packages put their binaries."""
+    return os.path.join(sysconfig.get_paths()["purelib"], "duckdb_ext", "extensions")
+
+
+def connect(
+    database: str = ":memory:", read_only: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection that loads extensions only from the offline packages."""
+    config = {
+        "extension_directory": extension_directory(),
+        "autoinstall_known_extensions": "false",
+        "autoload_known_extensions": "true",
+    }
+    return duckdb.connect(database, read_only=read_only, config=config)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What one commit did: rows inserted per table and the snapshot it created."""
+
+    snapshot_id: int | None
+    inserted: dict[str, int]
+
+
+def _quote(path: str | Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+class Warehouse:
+    """A DuckLake warehouse folder (or catalog URL) with our tables in it."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        catalog: str | None = None,
+        data_path: str | None = None,
+        snapshot: int | None = None,
+    ):
+        self.root = Path(root).resolve()
+        self.snapshot = snapshot
+        self.catalog = catalog or str(self.root / CATALOG_FILE)
+        self.data_path = data_path or str(self.root / "lake")
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | Path, create: bool = False, **kwargs: Any) -> Warehouse:
+        """Open a warehouse; ``create`` makes the folder and tables if missing."""
+        root = Path(root)
+        warehouse = cls(root, **kwargs)
+        is_local = not warehouse.catalog.startswith(("postgres:", "postgresql:"))
+        if is_local and not Path(warehouse.catalog).exists() and not create:
+            raise WarehouseError(
+                f"no warehouse at {root} (expected {warehouse.catalog}); "
+                "run `ctxledger nightly` first or pass the right --warehouse"
+            )
+        warehouse.root.mkdir(parents=True, exist_ok=True)
+        Path(warehouse.data_path).mkdir(parents=True, exist_ok=True)
+        warehouse.connection()
+        if create:
+            warehouse.ensure_tables()
+        return warehouse
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The open DuckDB connection with the lake attached as ``lake``."""
+        if self._con is None:
+            con = connect()
+            con.execute("LOAD ducklake")
+            pinned = (
+                f", SNAPSHOT_VERSION {int(self.snapshot)}, READ_ONLY"
+                if self.snapshot is not None
+                else ""
+            )
+            con.execute(
+                f"ATTACH {_quote('ducklake:' + self.catalog)} AS {LAKE_ALIAS} "
+                f"(DATA_PATH {_quote(self.data_path.rstrip('/') + '/')}{pinned})"
+            )
+            con.execute(f"USE {LAKE_ALIAS}")
+            self._con = con
+        return self._con
+
+    def close(self) -> None:
+        """Detach the lake, then close (a live relation must not pin the catalog)."""
+        if self._con is not None:
+            try:
+                self._con.execute(f"USE memory; DETACH {LAKE_ALIAS}")
+            except duckdb.Error:
+                pass
+            self._con.close()
+            self._con = None
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema ------------------------------------------------------------------
+    def existing_tables(self) -> set[str]:
+        rows = (
+            self.connection()
+            .execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_catalog = ? AND table_schema = 'main'",
+                [LAKE_ALIAS],
+            )
+            .fetchall()
+        )
+        return {r[0] for r in rows}
+
+    def ensure_tables(self) -> None:
+        """Create missing tables and add missing columns, in one snapshot at most.
+
+        Column types come from the Arrow schemas in ``schemas``; adding a field to
+        a record model adds the column here on the next open (old rows read NULL).
+        """
+        con = self.connection()
+        existing = self.existing_tables()
+        creates: list[tuple[str, pa.Table]] = []
+        additions: list[tuple[str, str, pa.Table]] = []
+        for name, model in TABLES.items():
+            schema = arrow_schema(model)
+            if name not in existing:
+                creates.append((name, schema.empty_table()))
+                continue
+            columns = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_catalog = ? AND table_name = ?",
+                    [LAKE_ALIAS, name],
+                ).fetchall()
+            }
+            for field in schema:
+                if field.name not in columns:
+                    empty = schema.select([field.name]).empty_table()
+                    additions.append((name, field.name, empty))
+        if not creates and not additions:
+            return
+        with self.transaction():
+            for name, empty in creates:
+                con.register("__empty", empty)
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM __empty")
+                con.unregister("__empty")
+            for name, column, empty in additions:
+                con.register("__empty", empty)
+                dtype = con.execute(
+                    f"DESCRIBE SELECT {column} FROM __empty"
+                ).fetchone()[1]
+                con.unregister("__empty")
+                con.execute(f"ALTER TABLE {name} ADD COLUMN {column} {dtype}")
+            self._set_commit_message("schema", {"kind": "schema"})
+
+    # -- transactions ------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        con = self.connection()
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+
+    def _set_commit_message(self, message: str, extra: dict[str, Any]) -> None:
+        self.connection().execute(
+            f"CALL {LAKE_ALIAS}.set_commit_message('ctxledger', ?, extra_info => ?)",
+            [message, json.dumps(extra, sort_keys=True)],
+        )
+
+    # -- commit ------------------------------------------------------------------
+    def insert_new(self, table: str, source_sql: str) -> int:
+        """Insert rows of ``source_sql`` whose key is not yet in ``table``.
+
+        De-duplication on the record key makes a re-run of the same input add
+        nothing, and also drops duplicates inside the batch itself.
+        """
+        model = TABLES[table]
+        key = ", ".join(model.key)
+        columns = ", ".join(model.model_fields)
+        con = self.connection()
+        before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        con.execute(
+            f"INSERT INTO {table} ({columns}) "
+            f"SELECT {columns} FROM ("
+            f"  SELECT *, row_number() OVER (PARTITION BY {key} ORDER BY {key}) AS __rn"
+            f"  FROM ({source_sql}) src"
+            f") fresh ANTI JOIN {table} existing USING ({key}) WHERE fresh.__rn = 1"
+        )
+        after = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        return after - before
+
+    def commit_staged(
+        self,
+        run_id: str,
+        staged: dict[str, Sequence[str]],
+        extra_rows: dict[str, pa.Table],
+        commit_info: dict[str, Any],
+        manifest: Callable[[dict[str, int]], pa.Table] | None = None,
+    ) -> CommitResult:
+        """Register a run's Parquet shards and extra rows as one snapshot.
+
+        ``staged`` maps table -> Parquet files; ``extra_rows`` maps table -> Arrow
+        rows computed by the job. ``manifest`` builds the ``runs`` row from the
+        inserted counts, so the run record states what its snapshot added.
+        Everything happens in one transaction: all of it becomes visible, or none.
+        """
+        inserted: dict[str, int] = {}
+        con = self.connection()
+        with self.transaction():
+            for table, files in staged.items():
+                files = [f for f in files if Path(f).exists()]
+                if not files:
+                    inserted[table] = 0
+                    continue
+                listing = "[" + ", ".join(_quote(f) for f in files) + "]"
+                inserted[table] = self.insert_new(
+                    table, f"SELECT * FROM read_parquet({listing}, union_by_name=true)"
+                )
+            for table, rows in extra_rows.items():
+                name = f"__extra_{table}"
+                con.register(name, rows)
+                try:
+                    inserted[table] = inserted.get(table, 0) + self.insert_new(
+                        table, f"SELECT * FROM {name}"
+                    )
+                finally:
+                    con.unregister(name)
+            if manifest is not None:
+                con.register("__manifest", manifest(dict(inserted)))
+                try:
+                    self.insert_new("runs", "SELECT * FROM __manifest")
+                finally:
+                    con.unregister("__manifest")
+            self._set_commit_message(f"run {run_id}", {"run_id": run_id, **commit_info})
+        return CommitResult(self.snapshot_for_run(run_id), inserted)
+
+    # -- reads -------------------------------------------------------------------
+    def snapshot_for_run(self, run_id: str) -> int | None:
+        row = (
+            self.connection()
+            .execute(
+                f"SELECT max(snapshot_id) FROM {LAKE_ALIAS}.snapshots() "
+                "WHERE commit_message = ?",
+                [f"run {run_id}"],
+            )
+            .fetchone()
+        )
+        return row[0] if row else None
+
+    def current_snapshot(self) -> int:
+        return (
+            self.connection()
+            .execute(f"SELECT id FROM {LAKE_ALIAS}.current_snapshot()")
+            .fetchone()[0]
+        )
+
+    def snapshots(self) -> list[tuple[int, Any, str | None]]:
+        return (
+            self.connection()
+            .execute(
+                "SELECT snapshot_id, snapshot_time, commit_message "
+                f"FROM {LAKE_ALIAS}.snapshots() "
+                "ORDER BY snapshot_id"
+            )
+            .fetchall()
+        )
+
+    def processed_hashes(self) -> set[str]:
+        """Content hashes of landing files a committed run already processed."""
+        rows = (
+            self.connection()
+            .execute(
+                "SELECT DISTINCT file_hash FROM landing_files WHERE status = 'processed'"
+            )
+            .fetchall()
+        )
+        return {r[0] for r in rows}
+
+    def row_counts(self) -> dict[str, int]:
+        con = self.connection()
+        return {
+            t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES
+        }
+
+    def query(
+        self, sql: str, params: Sequence[Any] | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        return self.connection().sql(sql, params=params)
