@@ -56,7 +56,7 @@ def test_ingest_transcripts_splits_sessions_dead_letters_and_file_counts(tmp_pat
             out.dead_letter | beam.Map(lambda d: (d.stage, d.reason_code, d.tenant_id)),
             equal_to(
                 [
-                    ("validate", "unknown_role", "acme"),
+                    ("ingest", "unknown_role", "acme"),
                     ("ingest", "malformed_json", "acme"),
                     ("ingest", "empty_file", "acme"),
                 ]
@@ -76,7 +76,7 @@ def test_ingest_transcripts_splits_sessions_dead_letters_and_file_counts(tmp_pat
             ),
             equal_to(
                 [
-                    ("tenant=acme/chat.jsonl", 4, 3, 1, 2),
+                    ("tenant=acme/chat.jsonl", 4, 2, 2, 2),
                     ("tenant=acme/empty.jsonl", 1, 0, 1, 0),
                 ]
             ),

@@ -28,6 +28,7 @@ from pipelines.ingest import reasons
 from pipelines.ingest.drafts import (
     DraftMessage,
     DraftSession,
+    DraftToolCall,
     MetaValue,
     Parsed,
     Rejected,
@@ -62,17 +63,18 @@ def _parse_line(line: bytes, first: bool) -> Any:
 _NOTHING = object()
 
 
-def layout(source: SourceFile) -> str:
-    """``DOCUMENT`` or ``JSONL`` for a file (see the module docstring)."""
+def _layout(source: SourceFile) -> tuple[str, JsonRecord | Rejected | None]:
+    """The layout, plus the decoded document when deciding needed to decode it."""
     lines = [line for line in source.data.splitlines() if line.strip()]
     if len(lines) <= 1:
-        return DOCUMENT
+        return DOCUMENT, None
     if len(lines[0]) <= source.max_record_bytes and (
         _parse_line(lines[0].strip(), True) is not _NOTHING
     ):
-        return JSONL
-    if not isinstance(decode_document(source), Rejected):
-        return DOCUMENT
+        return JSONL, None
+    document = decode_document(source)
+    if not isinstance(document, Rejected):
+        return DOCUMENT, document
     for line in lines[1:]:
         body = line.strip()
         if (
@@ -82,14 +84,20 @@ def layout(source: SourceFile) -> str:
         ):
             value = _parse_line(body, False)
             if isinstance(value, dict) and value:
-                return JSONL
-    return DOCUMENT
+                return JSONL, None
+    return DOCUMENT, document
+
+
+def layout(source: SourceFile) -> str:
+    """``DOCUMENT`` or ``JSONL`` for a file (see the module docstring)."""
+    return _layout(source)[0]
 
 
 def load_records(source: SourceFile) -> Iterator[JsonRecord | Rejected]:
     """One item per source record: the document, or each non-blank JSONL line."""
-    if layout(source) == DOCUMENT:
-        yield decode_document(source)
+    kind, document = _layout(source)
+    if kind == DOCUMENT:
+        yield document if document is not None else decode_document(source)
     else:
         yield from iter_jsonl(source)
 
@@ -101,9 +109,10 @@ def sample_values(source: SourceFile, limit: int = 8) -> tuple[str, list[Any]]:
     for JSONL, up to ``limit`` of the first non-blank lines, each within the record
     size cap. Undecodable lines are skipped.
     """
-    kind = layout(source)
+    kind, record = _layout(source)
     if kind == DOCUMENT:
-        record = decode_document(source)
+        if record is None:
+            record = decode_document(source)
         return kind, [] if isinstance(record, Rejected) else [record.value]
     values: list[Any] = []
     first = True
@@ -175,12 +184,6 @@ def check(value: Any, kind: type | tuple[type, ...], where: str):
             f"{where or 'record'}: expected {wanted}, got {json_type(value)}",
         )
     return value
-
-
-def text_field(obj: dict[str, Any], key: str) -> str | None:
-    """A string-valued field, or None when absent or not a string."""
-    value = obj.get(key)
-    return value if isinstance(value, str) else None
 
 
 def args_text(value: Any) -> str:
@@ -258,8 +261,33 @@ def build_message(fields: dict[str, Any]) -> DraftMessage:
     return DraftMessage.model_validate(clean(fields))
 
 
-def rejection(exc: ValidationError, offset: str, records: int, raw=None) -> Rejected:
-    code, detail = reasons.from_validation_error(exc)
+DRAFT_FIELDS = frozenset(DraftMessage.model_fields) | frozenset(
+    DraftToolCall.model_fields
+)
+
+
+def rejection(
+    exc: ValidationError,
+    offset: str,
+    records: int,
+    raw: bytes | None = None,
+    fields: frozenset[str] = DRAFT_FIELDS,
+) -> Rejected:
+    """A ``Rejected`` for a validation error, its detail free of payload.
+
+    The reason code is ``reasons.from_validation_error``'s. The detail has the same
+    shape, but a location part that is not one of our ``fields`` (an unknown key
+    or a metadata key taken from the data) is written as ``*``.
+    """
+    code, _ = reasons.from_validation_error(exc)
+    errors = exc.errors(include_input=False, include_url=False, include_context=False)
+    first = errors[0] if errors else {"type": "invalid", "loc": ()}
+    loc = ".".join(
+        str(part) if isinstance(part, int) or part in fields else "*"
+        for part in first.get("loc", ())
+    )
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    detail = f"{first.get('type', 'invalid')} at {loc or '<record>'}{more}"
     return Rejected(code, offset, detail, raw=raw, records=records)
 
 

@@ -1,0 +1,390 @@
+"""The redaction engine: detect PII and secrets, then pseudonymise them.
+
+``Redactor`` is what the redact stage's DoFn holds. It is cheap to build and safe to
+pickle (Beam ships it to workers); ``setup()`` loads spaCy and presidio once per
+worker and ``__getstate__`` never carries them.
+
+Per batch of ``(field, text)`` items:
+
+1. Fast path on every text: secret rules (``secrets``), pattern PII (``patterns``),
+   JSON key rules (``"first_name": "Mia"``). Each detector first checks a literal or
+   a cheap regex, so most texts pay for a few substring tests only.
+2. NER on prose only: ``textkind.nl_spans`` picks natural-language spans (not logs,
+   code, JSON syntax), ``ner.candidate_windows`` keeps the neighbourhood of
+   capitalised words, and the whole batch goes through one ``nlp.pipe``.
+3. Filter by the policy's per-type thresholds, drop anything overlapping one of our
+   own placeholders (so redacting twice is a no-op), resolve overlaps (secrets,
+   then score, then length).
+4. presidio's ``AnonymizerEngine`` applies the policy's operators; its result items
+   give the placeholder spans that become ``PiiFinding`` records.
+
+Entity types the policy lists that none of our detectors produce (``US_PASSPORT``,
+``MAC_ADDRESS``...) are served by presidio's own predefined pattern recognizers.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.redact import textkind
+from pipelines.redact.names import find_names, relabel_org
+from pipelines.redact.ner import NerJob, NerRunner, candidate_windows, chunk_span
+from pipelines.redact.offline import ensure_offline_tldextract
+from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
+from pipelines.redact.pseudonym import Pseudonymizer
+from pipelines.redact.secrets import SecretConfig, SecretDetector
+from pipelines.redact.spans import (
+    SECRET_TYPES,
+    Detection,
+    drop_overlapping,
+    placeholder_spans,
+    resolve_overlaps,
+)
+from schemas.policy import Policy
+from schemas.transcript import PiiFinding
+
+#: Entity types NER can produce.
+NER_TYPES = frozenset({"PERSON", "LOCATION", "NRP", "ORGANIZATION", "DATE_TIME"})
+#: Entity types our own detectors produce (anything else goes to presidio's).
+OWN_TYPES = (
+    NER_TYPES | SECRET_TYPES | frozenset(PATTERN_DETECTORS) | {"PHONE_NUMBER"}
+)
+
+_PSEUDONYM_OPERATOR = "ctxledger_pseudonym"
+_MASK_OPERATOR = "ctxledger_mask"
+_NAME_VALUE = re.compile(r"^[^\W\d_][\w'’.\- ]{0,78}$")
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """One redacted text and the findings (placeholder spans in ``text``)."""
+
+    text: str
+    findings: list[PiiFinding] = field(default_factory=list)
+
+
+def _json_value_ok(entity_type: str, value: str) -> bool:
+    """Sanity check of a value taken by JSON key alone."""
+    value = value.strip()
+    if not value or len(value) > 200 or value.lower() in ("null", "none", "n/a", ""):
+        return False
+    if entity_type == "PERSON":
+        return bool(_NAME_VALUE.match(value)) and len(value.split()) <= 6
+    if entity_type == "LOCATION":
+        if "://" in value or value.startswith("0x"):
+            return False
+        return any(ch.isalnum() for ch in value) and not re.fullmatch(
+            r"[\d.:]+|[0-9a-fA-F:]+", value
+        ) or re.fullmatch(r"\d{4,6}(?:-\d{4})?", value) is not None
+    if entity_type == "EMAIL_ADDRESS":
+        return "@" in value
+    if entity_type == "PHONE_NUMBER":
+        return sum(ch.isdigit() for ch in value) >= 7
+    if entity_type in SECRET_TYPES:
+        return len(value) >= 4 and not value.startswith(("<", "${", "{{", "****"))
+    return True
+
+
+class _Loaded:
+    """Everything ``setup()`` builds; never pickled."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        policy = redactor.policy
+        wanted = redactor.entity_types
+        ensure_offline_tldextract()
+        self.ner: NerRunner | None = None
+        ner_types = wanted & NER_TYPES
+        if ner_types:
+            self.ner = NerRunner(
+                policy.pii.ner_model,
+                ner_types,
+                score=policy.pii.ner_score,
+                min_chars=policy.pii.ner_min_chars,
+            )
+            self.ner.load()
+        from presidio_anonymizer import AnonymizerEngine  # noqa: PLC0415
+
+        from pipelines.redact.recognizers import (  # noqa: PLC0415
+            MaskOperator,
+            PseudonymOperator,
+            presidio_fallback_recognizers,
+        )
+
+        self.anonymizer = AnonymizerEngine()
+        self.anonymizer.add_anonymizer(PseudonymOperator)
+        self.anonymizer.add_anonymizer(MaskOperator)
+        self.fallback = presidio_fallback_recognizers(wanted - OWN_TYPES, policy)
+        self.phone = PhoneFinder()
+        from pipelines.redact.offline import tld_extractor  # noqa: PLC0415
+
+        tld_extractor()  # load the suffix snapshot now, not on the first e-mail
+
+
+class Redactor:
+    """Policy-driven PII and secret redaction with keyed per-tenant pseudonyms."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        key: bytes,
+        *,
+        cache_size: int = 2048,
+        cache_max_chars: int = 256 * 1024,
+    ) -> None:
+        self.policy = policy
+        self._pseudonymizer = Pseudonymizer(key, policy.pseudonym_hex_length)
+        self.cache_size = cache_size
+        self.cache_max_chars = cache_max_chars
+        rules = {r.type: r for r in policy.pii.entities}
+        self._rules = rules
+        self.entity_types = frozenset(rules)
+        secrets_cfg = policy.pii.secrets
+        secret_types = self.entity_types & SECRET_TYPES if secrets_cfg.enabled else set()
+        self._secrets = (
+            SecretDetector(SecretConfig.from_settings(secrets_cfg), secret_types)
+            if secret_types
+            else None
+        )
+        self._json_keys = {
+            k.lower(): v for k, v in policy.pii.json_keys.items() if v in rules
+        }
+        self._loaded: _Loaded | None = None
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
+        self.stats = {"items": 0, "cache_hits": 0, "ner_chars": 0, "chars": 0}
+
+    # --------------------------------------------------------------- lifecycle
+    def setup(self) -> None:
+        """Load spaCy (slim) and presidio's anonymizer once; idempotent."""
+        if self._loaded is None:
+            with self._lock:
+                if self._loaded is None:
+                    self._loaded = _Loaded(self)
+
+    @property
+    def is_setup(self) -> bool:
+        """Whether ``setup()`` has run in this process."""
+        return self._loaded is not None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_loaded"] = None
+        state["_lock"] = None
+        state["_cache"] = OrderedDict()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------- API
+    @property
+    def policy_version(self) -> str:
+        """The policy version stamped on everything this redactor produced."""
+        return self.policy.policy_version
+
+    def redact_text(
+        self, text: str, tenant_id: str, field: str = "content"
+    ) -> Redaction:
+        """Redact a single text (a batch of one)."""
+        return self.redact_batch([(field, text)], tenant_id)[0]
+
+    def redact_batch(
+        self, items: list[tuple[str, str]], tenant_id: str
+    ) -> list[Redaction]:
+        """Redact ``(field, text)`` items of one tenant; one ``Redaction`` each."""
+        detections = self.detect_batch([text for _, text in items])
+        return [
+            self._apply(text or "", field_name, dets, tenant_id)
+            for (field_name, text), dets in zip(items, detections, strict=True)
+        ]
+
+    def detect_batch(self, texts: list[str]) -> list[tuple[Detection, ...]]:
+        """Final (filtered, non-overlapping) detections in each original text."""
+        self.setup()
+        loaded = self._loaded
+        assert loaded is not None
+        out: list[tuple[Detection, ...] | None] = [None] * len(texts)
+        pending: dict[str, list[int]] = {}
+        raw: dict[str, list[Detection]] = {}
+        jobs: list[NerJob] = []
+        job_texts: list[str] = []
+        for i, text in enumerate(texts):
+            self.stats["items"] += 1
+            if not text:
+                out[i] = ()
+                continue
+            self.stats["chars"] += len(text)
+            cached = self._cache.get(text)
+            if cached is not None:
+                self._cache.move_to_end(text)
+                self.stats["cache_hits"] += 1
+                out[i] = cached
+                continue
+            if text in pending:
+                pending[text].append(i)
+                continue
+            pending[text] = [i]
+            found = raw[text] = self._fast_detect(text, loaded)
+            if loaded.ner is None and "PERSON" not in self.entity_types:
+                continue
+            prose = textkind.nl_spans(text)
+            if "PERSON" in self.entity_types:
+                for start, end in prose:
+                    found.extend(d.shifted(start) for d in find_names(text[start:end]))
+            if loaded.ner is not None:
+                for start, end in self._ner_spans(text, prose):
+                    jobs.append(NerJob(len(job_texts), start, end))
+                    job_texts.append(text)
+        if jobs:
+            self._run_ner(loaded.ner, jobs, job_texts, raw)
+        for text, positions in pending.items():
+            final = self._finalize(text, raw[text])
+            self._remember(text, final)
+            for i in positions:
+                out[i] = final
+        return [o if o is not None else () for o in out]
+
+    # ------------------------------------------------------------- detection
+    def _fast_detect(self, text: str, loaded: _Loaded) -> list[Detection]:
+        wanted = self.entity_types
+        dets: list[Detection] = []
+        if self._secrets is not None:
+            dets.extend(self._secrets.detect(text))
+        for etype, finder in PATTERN_DETECTORS.items():
+            if etype in wanted:
+                dets.extend(finder(text))
+        if "PHONE_NUMBER" in wanted:
+            dets.extend(loaded.phone.find(text))
+        if "LOCATION" in wanted:
+            dets.extend(find_addresses(text))
+        if self._json_keys and textkind.looks_json(text):
+            dets.extend(self._json_key_detections(text))
+        for recognizer, entities in loaded.fallback:
+            for res in recognizer.analyze(text, entities=entities, nlp_artifacts=None):
+                dets.append(
+                    Detection(res.start, res.end, res.entity_type, res.score,
+                              f"presidio:{recognizer.name}")
+                )
+        return dets
+
+    def _json_key_detections(self, text: str) -> list[Detection]:
+        out = []
+        for key, start, end in textkind.json_literals(text):
+            if key is None:
+                continue
+            etype = self._json_keys.get(key.lower())
+            if etype is None or not _json_value_ok(etype, text[start:end]):
+                continue
+            out.append(Detection(start, end, etype, 0.9, f"json_key:{key.lower()}"))
+        return out
+
+    def _ner_spans(
+        self, text: str, prose: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        spans = []
+        max_chars = self.policy.pii.ner_chunk_chars
+        for start, end in prose:
+            for w_start, w_end in candidate_windows(text, start, end):
+                spans.extend(chunk_span(text, w_start, w_end, max_chars))
+        return spans
+
+    def _run_ner(
+        self,
+        ner: NerRunner,
+        jobs: list[NerJob],
+        job_texts: list[str],
+        raw: dict[str, list[Detection]],
+    ) -> None:
+        pieces = [job_texts[j.item][j.start : j.end] for j in jobs]
+        self.stats["ner_chars"] += sum(len(p) for p in pieces)
+        for job, found in zip(jobs, ner.detect(pieces), strict=True):
+            if not found:
+                continue
+            text = job_texts[job.item]
+            target = raw[text]
+            for det in found:
+                det = det.shifted(job.start)
+                if det.entity_type == "ORGANIZATION" and "PERSON" in self.entity_types:
+                    det = relabel_org(text, det) or det
+                target.append(det)
+
+    def _finalize(self, text: str, dets: list[Detection]) -> tuple[Detection, ...]:
+        rules = self._rules
+        kept = [
+            d
+            for d in dets
+            if d.entity_type in rules and d.score >= rules[d.entity_type].score_threshold
+        ]
+        kept = drop_overlapping(kept, placeholder_spans(text))
+        return tuple(resolve_overlaps(kept))
+
+    def _remember(self, text: str, final: tuple[Detection, ...]) -> None:
+        if self.cache_size <= 0 or len(text) > self.cache_max_chars:
+            return
+        self._cache[text] = final
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    # ------------------------------------------------------------ anonymising
+    def _apply(
+        self,
+        text: str,
+        field_name: str,
+        dets: tuple[Detection, ...],
+        tenant_id: str,
+    ) -> Redaction:
+        if not dets:
+            return Redaction(text, [])
+        from presidio_anonymizer.entities import (  # noqa: PLC0415
+            OperatorConfig,
+            RecognizerResult,
+        )
+
+        loaded = self._loaded
+        assert loaded is not None
+        results = [
+            RecognizerResult(d.entity_type, d.start, d.end, d.score) for d in dets
+        ]
+        operators: dict[str, Any] = {}
+        for etype in {d.entity_type for d in dets}:
+            rule = self._rules[etype]
+            if rule.operator == "pseudonymize":
+                operators[etype] = OperatorConfig(
+                    _PSEUDONYM_OPERATOR,
+                    {"tenant_id": tenant_id, "pseudonymizer": self._pseudonymizer},
+                )
+            elif rule.operator == "mask":
+                operators[etype] = OperatorConfig(
+                    _MASK_OPERATOR,
+                    {"masking_char": rule.mask_char, "keep_last": rule.keep_last},
+                )
+            elif rule.operator == "redact":
+                operators[etype] = OperatorConfig("replace", {"new_value": f"<{etype}>"})
+            else:
+                operators[etype] = OperatorConfig("keep", {})
+        result = loaded.anonymizer.anonymize(
+            text=text,
+            analyzer_results=results,
+            operators=operators,
+            merge_entities_with_spaces=False,
+        )
+        items = sorted(result.items, key=lambda it: it.start)
+        if len(items) != len(dets):  # presidio merged something: should not happen
+            raise RuntimeError("anonymizer changed the number of entities")
+        findings = [
+            PiiFinding(
+                entity_type=det.entity_type,
+                field=field_name,
+                start=item.start,
+                end=item.end,
+                score=round(float(det.score), 4),
+                recognizer=det.recognizer,
+            )
+            for det, item in zip(dets, items, strict=True)
+        ]
+        return Redaction(result.text, findings)

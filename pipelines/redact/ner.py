@@ -1,0 +1,235 @@
+"""spaCy NER, loaded through presidio's ``NlpEngineProvider`` and slimmed for speed.
+
+* Only the ``ner`` pipe runs (in ``en_core_web_sm`` it has its own tok2vec, so the
+  tagger, parser, attribute ruler and lemmatizer can all go; nothing we use reads
+  lemmas, so the phone-score effect DESIGN §8 mentions does not apply: our phone
+  scores come from ``pipelines.redact.patterns`` and the policy keeps <= 0.4).
+* Texts are batched with ``nlp.pipe``, longest first so padded batches stay tight.
+* Long texts are cut into chunks at whitespace so ``nlp.max_length`` is never hit
+  and memory stays flat; offsets are shifted back.
+* Only prose is sent (see ``pipelines.redact.textkind``); within prose, only the
+  neighbourhood of capitalised or non-ASCII words (``candidate_windows``): spaCy's
+  NER sees a few tokens either side, so a window of a sentence around a candidate
+  gives the same entities as the whole text at a fraction of the cost.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.redact.lexicon import COMMON_WORDS
+from pipelines.redact.spans import Detection
+
+#: spaCy labels -> our entity types (presidio's mapping, restricted to what we use).
+LABEL_MAP = {
+    "PERSON": "PERSON",
+    "PER": "PERSON",
+    "GPE": "LOCATION",
+    "LOC": "LOCATION",
+    "FAC": "LOCATION",
+    "NORP": "NRP",
+    "ORG": "ORGANIZATION",
+    "DATE": "DATE_TIME",
+    "TIME": "DATE_TIME",
+}
+
+_BAD_CHARS = re.compile(r"[_/=<>{}()\[\]@#\\|`$%^*+~]")
+_WORD = re.compile(r"[^\W\d_][\w'’.\-]*")
+_SUFFIXES = re.compile(r"(?:['’](?:s|ll|m|re|ve|d|t))$")
+_COMMON = frozenset(
+    """a about above after again against all also am an and any are as at be because
+    been before being below between both but by can could did do does doing down
+    during each few for from further had has have having he her here hers herself him
+    himself his how i if in into is it its itself just let me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own please
+    same she should so some such than thank thanks that the their theirs them
+    themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would yes yet you
+    your yours yourself yourselves hi hello hey dear ok okay sure great well note
+    sorry however therefore also first second next finally here there today
+    tomorrow yesterday monday tuesday wednesday thursday friday saturday sunday
+    january february march april may june july august september october november
+    december step steps error warning info debug true false none null
+    """.split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NerJob:
+    """A span of one item's text to run NER on."""
+
+    item: int
+    start: int
+    end: int
+
+
+def _is_candidate(word: str) -> bool:
+    """Could this word start a PERSON/LOCATION entity?"""
+    first = word[0]
+    if not (first.isupper() or not word.isascii()):
+        return False
+    base = _SUFFIXES.sub("", word).rstrip(".")
+    if not base or any(ch.isdigit() or ch == "_" for ch in base):
+        return False
+    low = base.lower()
+    if low in _COMMON or low in COMMON_WORDS:
+        return False
+    if base.isupper():
+        return len(base) > 4 or not base.isascii()
+    if any(ch.isupper() for ch in base[2:]) and not base.startswith(("Mc", "Mac")):
+        return False  # CamelCase identifiers: GetUserToken, ValueError
+    return True
+
+
+def candidate_windows(
+    text: str, start: int, end: int, radius: int = 40
+) -> list[tuple[int, int]]:
+    """Sub-spans of ``text[start:end]`` around words that could begin an entity.
+
+    A candidate is a capitalised (or non-ASCII) word that is not a common English
+    or agent-jargon word, not an identifier (CamelCase, digits, underscores) and
+    not a short acronym. Each window reaches ``radius`` characters either side
+    (cut at line breaks and widened to whole words) and overlapping windows merge.
+    Text without candidates needs no NER at all.
+    """
+    windows: list[tuple[int, int]] = []
+    for m in _WORD.finditer(text, start, end):
+        if not _is_candidate(m.group(0)):
+            continue
+        w_start = max(start, m.start() - radius)
+        w_end = min(end, m.end() + radius)
+        left = text.rfind("\n", w_start, m.start())
+        if left >= 0:
+            w_start = left + 1
+        right = text.find("\n", m.end(), w_end)
+        if right >= 0:
+            w_end = right
+        while w_start > start and not text[w_start - 1].isspace():
+            w_start -= 1
+        while w_end < end and not text[w_end].isspace():
+            w_end += 1
+        if windows and w_start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], max(windows[-1][1], w_end))
+        else:
+            windows.append((w_start, w_end))
+    return windows
+
+
+def chunk_span(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """Split ``[start, end)`` into pieces of at most ``max_chars`` at whitespace."""
+    pieces = []
+    pos = start
+    while end - pos > max_chars:
+        cut = text.rfind("\n", pos + max_chars // 2, pos + max_chars)
+        if cut < 0:
+            cut = text.rfind(" ", pos + max_chars // 2, pos + max_chars)
+        if cut < 0:
+            cut = pos + max_chars
+        pieces.append((pos, cut))
+        pos = cut
+    if end > pos:
+        pieces.append((pos, end))
+    return pieces
+
+
+class NerRunner:
+    """Holds the slim spaCy pipeline; ``detect`` runs many jobs in one ``pipe``."""
+
+    def __init__(
+        self,
+        model_name: str,
+        entity_types: Iterable[str],
+        score: float = 0.85,
+        min_chars: int = 2,
+        batch_size: int = 256,
+    ) -> None:
+        self.model_name = model_name
+        self.entity_types = frozenset(entity_types)
+        self.score = score
+        self.min_chars = min_chars
+        self.batch_size = batch_size
+        self.nlp: Any = None
+        self.label_map: dict[str, str] = dict(LABEL_MAP)
+
+    def load(self) -> None:
+        """Create the presidio spaCy engine and keep only the NER pipe."""
+        if self.nlp is not None:
+            return
+        from presidio_analyzer.nlp_engine import NlpEngineProvider  # noqa: PLC0415
+
+        provider = NlpEngineProvider(
+            nlp_configuration={
+                "nlp_engine_name": "spacy",
+                "models": [{"lang_code": "en", "model_name": self.model_name}],
+                "ner_model_configuration": {
+                    "model_to_presidio_entity_mapping": LABEL_MAP,
+                    "labels_to_ignore": [],
+                    "low_score_entity_names": [],
+                },
+            }
+        )
+        engine = provider.create_engine()
+        nlp = engine.nlp["en"]
+        for name in list(nlp.pipe_names):
+            if name != "ner":
+                nlp.disable_pipe(name)
+        mapping = engine.ner_model_configuration.model_to_presidio_entity_mapping
+        self.label_map = dict(mapping or LABEL_MAP)
+        self.nlp = nlp
+
+    @property
+    def wanted_labels(self) -> frozenset[str]:
+        """spaCy labels whose mapped type the policy wants (ORG too for PERSON:
+        the engine relabels ORG spans that are really names)."""
+        wanted = {k for k, v in self.label_map.items() if v in self.entity_types}
+        if "PERSON" in self.entity_types:
+            wanted.add("ORG")
+        return frozenset(wanted)
+
+    def detect(self, texts: list[str]) -> list[list[Detection]]:
+        """NER detections for each text (offsets relative to that text)."""
+        if not texts:
+            return []
+        self.load()
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        results: list[list[Detection]] = [[] for _ in texts]
+        wanted = self.wanted_labels
+        docs = self.nlp.pipe((texts[i] for i in order), batch_size=self.batch_size)
+        for idx, doc in zip(order, docs, strict=True):
+            text = texts[idx]
+            found = results[idx]
+            for ent in doc.ents:
+                if ent.label_ not in wanted:
+                    continue
+                etype = self.label_map[ent.label_]
+                span = self._clean(text, ent.start_char, ent.end_char, etype)
+                if span is not None:
+                    found.append(Detection(span[0], span[1], etype, self.score,
+                                           f"ner:{ent.label_}"))
+        return results
+
+    def _clean(
+        self, text: str, start: int, end: int, etype: str
+    ) -> tuple[int, int] | None:
+        """Trim and sanity-check an entity span; None drops it."""
+        while start < end and not text[start].isalnum():
+            start += 1
+        while end > start and not text[end - 1].isalnum():
+            end -= 1
+        value = text[start:end]
+        if value.endswith(("'s", "’s")):
+            end -= 2
+            value = value[:-2]
+        if len(value) < self.min_chars:
+            return None
+        if etype in ("PERSON", "LOCATION", "NRP", "ORGANIZATION"):
+            if _BAD_CHARS.search(value) or not any(ch.isalpha() for ch in value):
+                return None
+            if etype == "PERSON" and any(ch.isdigit() for ch in value):
+                return None
+            if value.lower() in _COMMON:
+                return None
+        return start, end
