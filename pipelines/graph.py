@@ -1,12 +1,21 @@
 """Compose the stages into the batch graph the jobs run.
 
-Landing items -> IngestTranscripts -> RedactPII -> WriteTables -> CommitSnapshot.
-Dead letters of every stage are flattened into one ``dead_letters`` table.
+Landing items -> IngestTranscripts -> RedactPII -> [branches] -> WriteTables ->
+CommitSnapshot. Dead letters of every stage are flattened into one ``dead_letters``
+table.
+
+A *branch* is a later stage that reads the redacted records (memories, ledgers,
+evidence). It is a callable ``branch(redacted, config, policy, pipeline)`` that
+returns ``{table_name: PCollection[Record]}``; a ``"dead_letters"`` entry is merged
+into the run's dead letters. Branches are listed in ``BRANCHES`` in stage order;
+each also registers its conservation counter in ``pipelines.sink.counts``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import apache_beam as beam
 
@@ -15,6 +24,11 @@ from pipelines.ingest.landing import LandingItem
 from pipelines.ingest.transforms import IngestTranscripts
 from pipelines.redact.transforms import RedactPII
 from pipelines.sink.transforms import CommitSnapshot, WriteTables
+
+Branch = Callable[[Any, JobConfig, Any, beam.Pipeline], dict[str, Any]]
+
+#: Stages after redaction, in order (see module docstring).
+BRANCHES: list[Branch] = []
 
 
 def build_batch_graph(
@@ -29,26 +43,31 @@ def build_batch_graph(
     files_skipped: int,
     runner: str,
 ):
-    """Add the ingest -> redact -> commit graph to ``pipeline``; return the manifest
-    PCollection (one ``RunManifest``)."""
+    """Add the ingest -> redact -> branches -> commit graph to ``pipeline``; return
+    the manifest PCollection (one ``RunManifest``)."""
     ingested = (
         pipeline
         | "ListLandingFiles" >> beam.Create(items, reshuffle=False)
         | "IngestTranscripts" >> IngestTranscripts(config)
     )
     redacted = ingested.sessions | "RedactPII" >> RedactPII(config, policy, key)
-    dead_letters = (
-        ingested.dead_letter,
-        redacted.dead_letter,
-    ) | "FlattenDeadLetters" >> beam.Flatten()
-    tables = {
+    dead_letters = [ingested.dead_letter, redacted.dead_letter]
+    tables: dict[str, Any] = {
         "sessions": redacted.sessions,
         "messages": redacted.messages,
         "artifacts": redacted.artifacts,
         "tool_observations": redacted.tool_observations,
-        "dead_letters": dead_letters,
         "landing_files": ingested.landing_file,
     }
+    for branch in BRANCHES:
+        extra = dict(branch(redacted, config, policy, pipeline))
+        if "dead_letters" in extra:
+            dead_letters.append(extra.pop("dead_letters"))
+        clash = set(extra) & set(tables)
+        if clash:
+            raise ValueError(f"branch {branch!r} rewrites tables {clash}")
+        tables.update(extra)
+    tables["dead_letters"] = dead_letters | "FlattenDeadLetters" >> beam.Flatten()
     return (
         tables
         | "WriteTables" >> WriteTables(config)

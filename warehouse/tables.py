@@ -13,7 +13,8 @@ from schemas import (
     ToolObservation,
 )
 
-#: Every table, in commit order, mapped to its record model.
+#: Every table, in commit order, mapped to its record model. A new record family
+#: adds its models here; ``Warehouse.ensure_tables`` creates them on next open.
 TABLES: dict[str, type[Record]] = {
     model.table: model  # type: ignore[misc]
     for model in (
@@ -26,12 +27,3 @@ TABLES: dict[str, type[Record]] = {
         RunManifest,
     )
 }
-
-#: Tables a run stages as Parquet shards before the commit step registers them.
-STAGED_TABLES = (
-    "sessions",
-    "messages",
-    "artifacts",
-    "tool_observations",
-    "dead_letters",
-)

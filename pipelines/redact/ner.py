@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ LABEL_MAP = {
 
 _BAD_CHARS = re.compile(r"[_/=<>{}()\[\]@#\\|`$%^*+~]")
 _WORD = re.compile(r"[^\W\d_][\w'’.\-]*")
+_JOINT = "\n\n"
 _SUFFIXES = re.compile(r"(?:['’](?:s|ll|m|re|ve|d|t))$")
 _COMMON = frozenset(
     """a about above after again against all also am an and any are as at be because
@@ -144,13 +146,15 @@ class NerRunner:
         entity_types: Iterable[str],
         score: float = 0.85,
         min_chars: int = 2,
-        batch_size: int = 256,
+        batch_size: int = 32,
+        pack_chars: int = 4000,
     ) -> None:
         self.model_name = model_name
         self.entity_types = frozenset(entity_types)
         self.score = score
         self.min_chars = min_chars
         self.batch_size = batch_size
+        self.pack_chars = pack_chars
         self.nlp: Any = None
         self.label_map: dict[str, str] = dict(LABEL_MAP)
 
@@ -190,25 +194,51 @@ class NerRunner:
         return frozenset(wanted)
 
     def detect(self, texts: list[str]) -> list[list[Detection]]:
-        """NER detections for each text (offsets relative to that text)."""
+        """NER detections for each text (offsets relative to that text).
+
+        Short texts are packed into documents of up to ``pack_chars`` characters,
+        joined by a blank line, because spaCy's per-document overhead dominates on
+        the short windows we send; entities are mapped back to their text and any
+        that would cross a joint are dropped.
+        """
         if not texts:
             return []
         self.load()
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         results: list[list[Detection]] = [[] for _ in texts]
-        wanted = self.wanted_labels
-        docs = self.nlp.pipe((texts[i] for i in order), batch_size=self.batch_size)
-        for idx, doc in zip(order, docs, strict=True):
+        packs: list[tuple[str, list[tuple[int, int]]]] = []  # (doc text, members)
+        parts: list[str] = []
+        members: list[tuple[int, int]] = []  # (text index, offset in pack)
+        size = 0
+        for idx in sorted(range(len(texts)), key=lambda i: -len(texts[i])):
             text = texts[idx]
-            found = results[idx]
+            if parts and size + len(text) > self.pack_chars:
+                packs.append((_JOINT.join(parts), members))
+                parts, members, size = [], [], 0
+            members.append((idx, size))
+            parts.append(text)
+            size += len(text) + len(_JOINT)
+        if parts:
+            packs.append((_JOINT.join(parts), members))
+        wanted = self.wanted_labels
+        docs = self.nlp.pipe((p[0] for p in packs), batch_size=self.batch_size)
+        for (_, members), doc in zip(packs, docs, strict=True):
+            starts = [off for _, off in members]
             for ent in doc.ents:
                 if ent.label_ not in wanted:
                     continue
+                k = bisect_right(starts, ent.start_char) - 1
+                idx, off = members[k]
+                text = texts[idx]
+                start, end = ent.start_char - off, ent.end_char - off
+                if start < 0 or end > len(text):
+                    continue  # crosses a joint
                 etype = self.label_map[ent.label_]
-                span = self._clean(text, ent.start_char, ent.end_char, etype)
+                span = self._clean(text, start, end, etype)
                 if span is not None:
-                    found.append(Detection(span[0], span[1], etype, self.score,
-                                           f"ner:{ent.label_}"))
+                    results[idx].append(
+                        Detection(span[0], span[1], etype, self.score,
+                                  f"ner:{ent.label_}")
+                    )
         return results
 
     def _clean(

@@ -330,7 +330,10 @@ _STREET_C = (
 _STRONG_RE = re.compile(r"(?i)" + _STREET_A + "|" + _STREET_B)
 _WEAK_RE = re.compile(_STREET_C, re.M)
 _HINT_RE = re.compile(
-    r"(?i)\b(?:" + _STREET_TYPES + r")\b|" + _STREET_WORDS + r"|\b" + _UNIT + r"\s*\d"
+    r"(?i)\b(?:" + _STREET_TYPES + r"|rue|via|viale|calle|avenida|rua|piazza|plac|"
+    r"stadion)\b|(?:straat|strasse|straße|gasse|steeg|laan|plein|gracht|kade|gürtel|"
+    r"platz|allee|gade|vej|vägen|gatan|katu|utca|útja|ulica|ulice|náměstí|namesti)\b"
+    r"|\b" + _UNIT + r"\s*\d"
 )
 _UNIT_RE = re.compile(r"(?i)\b" + _UNIT + r"[ \t]*\d{1,5}[a-z]?\b")
 _NEXT_UNIT_RE = re.compile(r"(?i)[\s,.]*" + _UNIT + r"[ \t]*\d")
@@ -408,6 +411,27 @@ def _address_tail(text: str, end: int) -> int:
     return end
 
 
+def _strong_matches(text: str) -> list[re.Match[str]]:
+    """Street matches, searched only in small windows around street-word hits
+    (the street-word alternative is slow to scan over long texts)."""
+    matches: list[re.Match[str]] = []
+    last_end = -1
+    for hit in _HINT_RE.finditer(text):
+        lo = max(0, hit.start() - 80, last_end)
+        line_start = text.rfind("\n", lo, hit.start())
+        if line_start >= 0:
+            lo = line_start + 1
+        hi = min(len(text), hit.end() + 80)
+        line_end = text.find("\n", hit.end(), hi)
+        if line_end >= 0:
+            hi = line_end
+        for m in _STRONG_RE.finditer(text, lo, hi):
+            if m.end() > last_end:
+                matches.append(m)
+                last_end = m.end()
+    return matches
+
+
 def find_addresses(text: str) -> list[Detection]:
     """Postal addresses (street, unit, city lines, zip) typed LOCATION.
 
@@ -423,7 +447,7 @@ def find_addresses(text: str) -> list[Detection]:
     cue = _ADDRESS_CUE.search(text) is not None
     out: list[Detection] = []
     if hint:
-        for m in _STRONG_RE.finditer(text):
+        for m in _strong_matches(text):
             value = m.group(0).rstrip(" .")
             start, end = m.start(), m.start() + len(value)
             if not any(ch.isdigit() for ch in value) and not re.match(

@@ -472,6 +472,7 @@ _SECURE_STRING_RE = re.compile(
     r"(?i)ConvertTo-SecureString\s+(?:-String\s+)?(?:-AsPlainText\s+)?(?:-Force\s+)?"
     r"(?:\\?[\"'])?(?P<value>[^\s\"'\\]{4,256})"
 )
+_LONG_RUN = re.compile(r"[A-Za-z0-9_\-+/=.~:$|%]{16,}")
 _PRAGMA_RE = re.compile(r"pragma:\s*(?:allowlist|whitelist)[ \-]secret", re.I)
 
 #: Names the ``pii.secrets.recognizers`` switches accept.
@@ -548,8 +549,14 @@ class SecretDetector:
     def detect(self, text: str) -> list[Detection]:
         """All secret detections in ``text`` (may overlap; the engine resolves)."""
         out: list[Detection] = []
-        for rule in self._token_rules:
-            if rule.literals and not any(lit in text for lit in rule.literals):
+        # Every token format is one run of >= 16 token characters (PEM bodies too),
+        # so texts without such a run skip the token rules; the literal
+        # pre-screen then runs on the long runs only.
+        runs = _LONG_RUN.findall(text) if self._token_rules else []
+        blob = " ".join(runs)
+        for rule in self._token_rules if runs else ():
+            haystack = text if rule.name == "private_key" else blob
+            if rule.literals and not any(lit in haystack for lit in rule.literals):
                 continue
             for match in rule.compiled().finditer(text):
                 value = match.group(0)

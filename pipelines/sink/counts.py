@@ -1,0 +1,87 @@
+"""Conservation counts over a run's staged Parquet shards.
+
+Each stage contributes one ``StageCount`` (its own unit: source records, messages,
+documents...). The core stages are defined here; later stages register a counter
+in ``STAGE_COUNTERS`` (a function of a ``StagedCounts`` to a ``StageCount``) so the
+commit step checks every stage the same way: a stage whose
+``records_in != records_out + dead`` lost a record, and the run is not committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from schemas import StageCount
+from warehouse.catalog import connect
+
+
+class StagedCounts:
+    """Aggregate queries over the staged shards of one run, table by table."""
+
+    def __init__(self, staged: dict[str, list[str]]):
+        self.staged = staged
+        self._con = connect()
+
+    def close(self) -> None:
+        self._con.close()
+
+    def _value(self, table: str, expression: str, where: str = "") -> int:
+        files: Sequence[str] = self.staged.get(table, [])
+        if not files:
+            return 0
+        listing = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+        clause = f" WHERE {where}" if where else ""
+        row = self._con.execute(
+            f"SELECT {expression} "
+            f"FROM read_parquet({listing}, union_by_name=true){clause}"
+        ).fetchone()
+        return int(row[0] or 0)
+
+    def rows(self, table: str, where: str = "") -> int:
+        """Staged rows of ``table`` (before de-duplication)."""
+        return self._value(table, "count(*)", where)
+
+    def total(self, table: str, column: str, where: str = "") -> int:
+        """Sum of ``column`` over the staged rows of ``table``."""
+        return self._value(table, f"sum({column})", where)
+
+    def dead(self, stage: str) -> int:
+        """Dead letters staged by ``stage``."""
+        return self.rows("dead_letters", f"stage = '{stage}'")
+
+
+def ingest_count(c: StagedCounts) -> StageCount:
+    """Unit: source record (JSONL line or JSON document), from ``landing_files``."""
+    return StageCount(
+        stage="ingest",
+        records_in=c.total("landing_files", "records_in"),
+        records_out=c.total("landing_files", "records_out"),
+        dead=c.total("landing_files", "dead"),
+    )
+
+
+def validate_count(c: StagedCounts) -> StageCount:
+    """Unit: message inside an accepted record; rejects are message-level letters."""
+    parsed = c.total("landing_files", "messages_parsed")
+    dead = c.dead("validate")
+    return StageCount(
+        stage="validate", records_in=parsed + dead, records_out=parsed, dead=dead
+    )
+
+
+def redact_count(c: StagedCounts) -> StageCount:
+    """Unit: message; every parsed message is a staged row or a redact dead letter."""
+    return StageCount(
+        stage="redact",
+        records_in=c.total("landing_files", "messages_parsed"),
+        records_out=c.rows("messages"),
+        dead=c.dead("redact"),
+    )
+
+
+#: Counters in stage order. Later stages append theirs (see module docstring).
+STAGE_COUNTERS: list[Callable[[StagedCounts], StageCount]] = [
+    ingest_count,
+    validate_count,
+    redact_count,
+]
