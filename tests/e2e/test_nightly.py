@@ -7,11 +7,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.nightly import run_nightly
+from jobs.nightly import load_run, run_nightly
+from pipelines.ingest.landing import discover
 from warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,9 +33,23 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def nightly(tmp_path_factory):
+    """The CLI's nightly run over the sample landing, with its output kept."""
     warehouse = tmp_path_factory.mktemp("wh")
-    first = run_nightly(SAMPLE, warehouse)
+    done = _cli("nightly", "--landing", str(SAMPLE), "--warehouse", str(warehouse))
+    with Warehouse.open(warehouse) as wh:
+        run_id = wh.query("SELECT run_id FROM runs").fetchone()[0]
+        manifest = load_run(wh, run_id)
+    first = SimpleNamespace(
+        manifest=manifest, run_id=run_id, output=done.stdout + done.stderr
+    )
+    first.discovery = discover(SAMPLE, "default")
     return warehouse, first
+
+
+def test_cli_output_and_logs_hold_no_planted_value(nightly):
+    _, result = nightly
+    assert "committed" in result.output
+    assert [v for v in PLANTED if v in result.output] == []
 
 
 def test_first_run_commits_one_balanced_snapshot(nightly):
