@@ -26,8 +26,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# Pipes and CI logs get a wide console instead of rich's 80-column default.
+_WIDTH = None if sys.stdout.isatty() else 160
+console = Console(width=_WIDTH)
+err_console = Console(stderr=True, width=_WIDTH)
 
 WarehouseOpt = Annotated[
     Path, typer.Option("--warehouse", "-w", help="Warehouse folder.", show_default=True)

@@ -122,12 +122,22 @@ def _fields_of(message: DraftMessage) -> list[tuple[str, str]]:
     return items
 
 
-def _key_fields(output: str) -> dict[str, Any]:
-    """Small typed facts about a (redacted) tool output for the observation."""
+_NOT_JSON = object()
+
+
+def _parse_json(text: str) -> Any:
+    """The JSON value of a tool output, or ``_NOT_JSON``."""
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in "[{":
+        return _NOT_JSON
     try:
-        value = json.loads(output)
+        return json.loads(text)
     except (ValueError, RecursionError):
-        return {}
+        return _NOT_JSON
+
+
+def _key_fields(value: Any) -> dict[str, Any]:
+    """Small typed facts about a parsed (redacted) tool output for the observation."""
     if isinstance(value, dict):
         facts: dict[str, Any] = {"keys": sorted(value)[:KEY_FIELD_LIMIT]}
         for key in sorted(value)[:KEY_FIELD_LIMIT]:
@@ -141,7 +151,7 @@ def _key_fields(output: str) -> dict[str, Any]:
         return facts
     if isinstance(value, list):
         return {"items": len(value)}
-    return {"value": value if not isinstance(value, str) else value[:KEY_VALUE_CHARS]}
+    return {}
 
 
 def _observation_text(
@@ -257,7 +267,8 @@ def _build_message(
         output = texts["tool_output"][0]
         size = len(output.encode("utf-8"))
         artifact_ref = content_hash(info.tenant_id, output, prefix="art_")
-        media = "application/json" if _looks_json(output) else "text/plain"
+        parsed = _parse_json(output)
+        media = "text/plain" if parsed is _NOT_JSON else "application/json"
         artifact = Artifact(
             artifact_id=artifact_ref,
             tenant_id=info.tenant_id,
@@ -276,8 +287,7 @@ def _build_message(
     message_id = content_hash(
         session_id, turn, draft.role, content_digest, prefix="msg_"
     )
-    if artifact_ref is not None:
-        output = texts["tool_output"][0]
+    if artifact is not None:
         observation = ToolObservation(
             observation_id=content_hash(message_id, artifact_ref, prefix="obs_"),
             message_id=message_id,
@@ -286,10 +296,10 @@ def _build_message(
             tool_call_id=draft.tool_call_id,
             tool_name=tool_name,
             status=draft.tool_status,
-            size_bytes=len(output.encode("utf-8")),
-            line_count=output.count("\n") + (1 if output else 0),
+            size_bytes=size,
+            line_count=lines,
             token_count=count_tokens(output),
-            key_fields=canonical_json(_key_fields(output)),
+            key_fields=canonical_json(_key_fields(parsed)),
             artifact_ref=artifact_ref,
         )
     message = Message(
@@ -313,14 +323,3 @@ def _build_message(
         run_id=info.run_id,
     )
     return message, artifact, observation
-
-
-def _looks_json(text: str) -> bool:
-    stripped = text.lstrip()
-    if not stripped or stripped[0] not in "[{":
-        return False
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
