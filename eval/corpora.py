@@ -200,7 +200,8 @@ def transcript_sessions(root: Path) -> dict[str, list[SessionItems]]:
             try:
                 for session in reader(path):
                     session = [
-                        [(f, t) for f, t in msg if isinstance(t, str)] for msg in session
+                        [(f, t) for f, t in msg if isinstance(t, str)]
+                        for msg in session
                     ]
                     session = [m for m in session if any(t for _, t in m)]
                     if session:

@@ -180,7 +180,8 @@ def _conll_sentences(path: Path) -> list[tuple[str, list[Span]]]:
                     text = f"{text} {tok}" if text else tok
                     kind = tag[2:] if len(tag) > 2 else ""
                     label = {"person": "PERSON", "location": "LOCATION"}.get(kind)
-                    if tag.startswith("B-") or (tag.startswith("I-") and current is None):
+                    starts = tag.startswith("B-")
+                    if starts or (tag.startswith("I-") and current is None):
                         if current:
                             spans.append(Span(*current))
                         current = [start, len(text), label] if label else None

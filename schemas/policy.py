@@ -13,6 +13,12 @@ Sections:
   secret detector switches (``pii.secrets``); JSON key rules.
 * ``retention``: days to keep each memory kind (used by later stages; may be empty).
 * ``limits``: size guards (``max_record_bytes``).
+* ``ledger``: compression-ledger windows, rebuild rules and protected kinds.
+* ``memory``: purposes, legal bases, served sources, retention per source and
+  kind, classifier thresholds (``schemas.memory.MemorySettings``).
+* ``evidence``: document chunking bounds, embedding model and precision, ACL
+  and trust defaults, hybrid-search and pack weights
+  (``schemas.evidence.EvidenceSettings``).
 """
 
 from __future__ import annotations
@@ -26,12 +32,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.base import canonical_json
+from schemas.evidence import EvidenceSettings
+from schemas.ledger import PROTECTED_KINDS, ProtectedKind
+from schemas.memory import MemorySettings
 
 OperatorName = Literal["pseudonymize", "mask", "redact", "keep"]
 
 #: Where ``load_policy(None)`` reads the packaged default from.
 DEFAULT_POLICY_PATH = (
-    Path(__file__).resolve().parent.parent / "pipelines" / "redact" / "default_policy.yaml"
+    Path(__file__).resolve().parent.parent
+    / "pipelines"
+    / "redact"
+    / "default_policy.yaml"
 )
 
 
@@ -71,7 +83,7 @@ class SecretSettings(_Strict):
     #: Minimum length of a keyword-assigned token value.
     min_length: int = Field(default=8, ge=1)
     #: Passwords are shorter and less random than tokens; their own thresholds.
-    password_min_entropy: float = Field(default=2.0, ge=0.0)
+    password_min_entropy: float = Field(default=1.0, ge=0.0)
     password_min_length: int = Field(default=6, ge=1)
     #: Skip findings on lines that carry ``pragma: allowlist secret``.
     honor_allowlist_pragma: bool = True
@@ -112,6 +124,33 @@ class Limits(_Strict):
     max_record_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
 
 
+class LedgerSettings(_Strict):
+    """Compression-ledger settings (``pipelines.ledger``).
+
+    Summaries are built per compaction window of ``window_turns`` messages; each
+    window merges into the previous window's summary, until a rebuild rule fires
+    and the summary is rebuilt from the raw messages: after
+    ``rebuild_after_merges`` merges, when the messages span more than
+    ``rebuild_after_hours`` since the last rebuild (``null``: no time limit), or
+    on any detected drift. ``protected_kinds`` are extracted and checksummed;
+    amounts, dates and identifiers come from ``fact_roles`` messages, negations,
+    pending actions and approvals from ``rule_roles`` messages.
+    """
+
+    window_turns: int = Field(default=20, ge=1)
+    rebuild_after_merges: int = Field(default=4, ge=0)
+    rebuild_after_hours: float | None = Field(default=24.0, gt=0)
+    protected_kinds: tuple[ProtectedKind, ...] = PROTECTED_KINDS
+    fact_roles: tuple[Literal["system", "user", "assistant", "tool"], ...] = (
+        "user",
+        "assistant",
+    )
+    rule_roles: tuple[Literal["system", "user", "assistant", "tool"], ...] = ("user",)
+    max_section_items: int = Field(default=12, ge=1)
+    max_pinned_statements: int = Field(default=24, ge=1)
+    max_statement_chars: int = Field(default=400, ge=40)
+
+
 class Policy(_Strict):
     """A named, versioned set of domain settings, saved with every run."""
 
@@ -121,6 +160,9 @@ class Policy(_Strict):
     pii: PiiSettings = PiiSettings()
     retention: dict[str, int] = Field(default_factory=dict)
     limits: Limits = Limits()
+    ledger: LedgerSettings = LedgerSettings()
+    memory: MemorySettings = MemorySettings()
+    evidence: EvidenceSettings = EvidenceSettings()
 
     @model_validator(mode="after")
     def _json_key_types_listed(self) -> Policy:

@@ -36,7 +36,7 @@ from pipelines.redact.ner import NerJob, NerRunner, candidate_windows, chunk_spa
 from pipelines.redact.offline import ensure_offline_tldextract
 from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
 from pipelines.redact.pseudonym import Pseudonymizer
-from pipelines.redact.secrets import SecretConfig, SecretDetector
+from pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
 from pipelines.redact.spans import (
     SECRET_TYPES,
     Detection,
@@ -143,7 +143,12 @@ class Redactor:
         self._rules = rules
         self.entity_types = frozenset(rules)
         secrets_cfg = policy.pii.secrets
-        secret_types = self.entity_types & SECRET_TYPES if secrets_cfg.enabled else set()
+        unknown = set(secrets_cfg.recognizers) - RULE_NAMES
+        if unknown:
+            raise ValueError(f"unknown secret recognizers in policy: {sorted(unknown)}")
+        secret_types = (
+            self.entity_types & SECRET_TYPES if secrets_cfg.enabled else set()
+        )
         self._secrets = (
             SecretDetector(SecretConfig.from_settings(secrets_cfg), secret_types)
             if secret_types
@@ -152,6 +157,7 @@ class Redactor:
         self._json_keys = {
             k.lower(): v for k, v in policy.pii.json_keys.items() if v in rules
         }
+        self._json_key_set = frozenset(self._json_keys)
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
@@ -232,7 +238,7 @@ class Redactor:
             found = raw[text] = self._fast_detect(text, loaded)
             if loaded.ner is None and "PERSON" not in self.entity_types:
                 continue
-            prose = textkind.nl_spans(text)
+            prose = textkind.nl_spans(text, self._json_key_set)
             if "PERSON" in self.entity_types:
                 for start, end in prose:
                     found.extend(d.shifted(start) for d in find_names(text[start:end]))
@@ -318,7 +324,8 @@ class Redactor:
         kept = [
             d
             for d in dets
-            if d.entity_type in rules and d.score >= rules[d.entity_type].score_threshold
+            if d.entity_type in rules
+            and d.score >= rules[d.entity_type].score_threshold
         ]
         kept = drop_overlapping(kept, placeholder_spans(text))
         return tuple(resolve_overlaps(kept))
@@ -364,7 +371,9 @@ class Redactor:
                     {"masking_char": rule.mask_char, "keep_last": rule.keep_last},
                 )
             elif rule.operator == "redact":
-                operators[etype] = OperatorConfig("replace", {"new_value": f"<{etype}>"})
+                operators[etype] = OperatorConfig(
+                    "replace", {"new_value": f"<{etype}>"}
+                )
             else:
                 operators[etype] = OperatorConfig("keep", {})
         result = loaded.anonymizer.anonymize(

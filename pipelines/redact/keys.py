@@ -23,7 +23,7 @@ _log = logging.getLogger(__name__)
 _warned: set[str] = set()
 
 
-class KeyError_(ValueError):  # noqa: N801 - keep the builtin KeyError untouched
+class PseudonymKeyError(ValueError):
     """The configured pseudonym key is unusable."""
 
 
@@ -41,7 +41,7 @@ def _from_text(raw: str, source: str) -> bytes:
             pass
     key = value.encode("utf-8")
     if len(key) < MIN_KEY_BYTES:
-        raise KeyError_(f"pseudonym key from {source} is shorter than 16 bytes")
+        raise PseudonymKeyError(f"pseudonym key from {source} is shorter than 16 bytes")
     return key
 
 
@@ -56,7 +56,7 @@ def load_key(key_file: Path | None = None) -> bytes:
         if _is_text_key(data):
             return _from_text(data.decode("ascii"), str(path))
         if len(data) < MIN_KEY_BYTES:
-            raise KeyError_(f"pseudonym key file {path} is shorter than 16 bytes")
+            raise PseudonymKeyError(f"pseudonym key file {path} is under 16 bytes")
         return data
     return _create_key_file(path)
 

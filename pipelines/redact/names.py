@@ -37,12 +37,20 @@ _VOCATIVE_RE = re.compile(
     r"(?=(?:can|could|would|will|please|i|you|do|did|are|is|have|thanks|thank)\b)",
     re.M,
 )
-_FIRST_RE = re.compile(r"\b(?P<first>" + _CAP + r")(?P<rest>(?:[ \t]+" + _CAP + r"){0,2})")
+_FIRST_RE = re.compile(
+    r"\b(?P<first>" + _CAP + r")(?P<rest>(?:[ \t]+" + _CAP + r"){0,2})"
+)
+
+
+_TITLES = frozenset("mr mrs ms miss mx dr prof sir madam mister dame".split())
+_POSSESSIVE = re.compile(r"['’]s?$")
 
 
 def _is_name_word(word: str) -> bool:
-    low = word.lower().rstrip("'’s")
-    return low not in COMMON_WORDS and not (word.isupper() and len(word) <= 4)
+    low = _POSSESSIVE.sub("", word.lower()).rstrip(".,")
+    if low in COMMON_WORDS or low in _TITLES:
+        return False
+    return not (word.isupper() and len(word) <= 4)
 
 
 def _trim_name(text: str, start: int, end: int) -> tuple[int, int] | None:
@@ -62,7 +70,8 @@ def _trim_name(text: str, start: int, end: int) -> tuple[int, int] | None:
 def find_names(text: str) -> list[Detection]:
     """PERSON detections from cues and the given-name lexicon."""
     out: list[Detection] = []
-    for regex, score, tag in ((_TITLE_RE, 0.75, "title"), (_PHRASE_RE, 0.7, "phrase"),
+    # explicit cues outrank NER's label for the same words (0.9 > 0.85)
+    for regex, score, tag in ((_TITLE_RE, 0.9, "title"), (_PHRASE_RE, 0.9, "phrase"),
                               (_VOCATIVE_RE, 0.6, "vocative")):
         for m in regex.finditer(text):
             span = _trim_name(text, m.start("name"), m.end("name"))

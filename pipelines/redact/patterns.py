@@ -39,8 +39,12 @@ def find_emails(text: str) -> list[Detection]:
         local, _, domain = value.rpartition("@")
         if local.lower() in _NOT_PERSONAL_LOCAL or local.startswith("."):
             continue
+        # "a@example.org.Next" (no space after a sentence): drop trailing labels
+        while not has_public_suffix(domain) and domain.count(".") > 1:
+            domain = domain.rsplit(".", 1)[0]
         if not has_public_suffix(domain):
             continue
+        value = f"{local}@{domain}"
         out.append(
             Detection(m.start(), m.start() + len(value), "EMAIL_ADDRESS", 1.0,
                       "pattern:email")
@@ -52,20 +56,22 @@ def find_emails(text: str) -> list[Detection]:
 
 PHONE_CONTEXT = (
     "phone", "telephone", "tel", "cell", "mobile", "call", "fax", "desk", "office",
-    "contact", "whatsapp", "sms", "text me", "reach me", "dial", "number", "ph",
-    "landline", "hotline",
+    "contact", "whatsapp", "sms", "text me", "reach me", "dial", "landline",
+    "hotline",
 )
 _PHONE_CONTEXT_RE = re.compile(
     r"(?i)\b(?:" + "|".join(re.escape(w) for w in PHONE_CONTEXT) + r")\b"
 )
 #: A run of digits with phone-like separators; at least 7 digits overall.
 _PHONE_CAND_RE = re.compile(
-    r"(?<![\w.\-+/:#=@$])(?:\+|00)?\(?\d{1,4}\)?(?:[ .\-\u00a0]{0,2}\(?\d{1,5}\)?){1,6}"
+    r"(?<![\w.\-+/:#=@$])(?:\+|00)?\(?\d{1,4}\)?(?:[ .\-\u00a0]?\(?\d{1,5}\)?){1,6}"
     r"(?:\s{0,2}(?:x|ext\.?|extension)\s{0,2}\d{1,6})?(?![\w\-/:@]|\.\d)"
 )
 _DATE_LIKE = re.compile(
     r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}|\d{1,2}:\d{2}"
+    r"|^\d{2,4}[-/.]\d{1,2}[-/.]\d{1,2}$"
 )
+_GROUPED = re.compile(r"\d[ .\-\u00a0]\(?\d|\)\s?\d")
 _DEFAULT_REGIONS = ("US", "GB", "DE", "FR", "IL", "IN", "CA", "BR", "AU", "NL")
 
 
@@ -116,8 +122,8 @@ class PhoneFinder:
             core_digits = sum(ch.isdigit() for ch in core)
             if core_digits > 15 or _DATE_LIKE.search(cand):
                 continue
-            separated = any(ch in " .-()" for ch in core.strip()) or cand.startswith(
-                ("+", "00")
+            separated = _GROUPED.search(core) is not None or cand.startswith(
+                ("+", "00", "(")
             )
             left = text[max(0, m.start() - 40) : m.start()]
             context = _PHONE_CONTEXT_RE.search(left) is not None
@@ -131,6 +137,8 @@ class PhoneFinder:
                 continue
             start, end = m.start(), m.end()
             while end > start and text[end - 1] in " .-":
+                end -= 1
+            if text[end - 1] == ")" and "(" not in text[start:end]:
                 end -= 1
             out.append(Detection(start, end, "PHONE_NUMBER", score, "pattern:phone"))
         return out
@@ -266,7 +274,9 @@ def find_ips(text: str) -> list[Detection]:
             if _VERSION_LEFT.search(text, max(0, m.start() - 10), m.start()):
                 continue
             if _ip_ok(m.group(0)):
-                out.append(Detection(m.start(), m.end(), "IP_ADDRESS", 0.6, "pattern:ip"))
+                out.append(
+                    Detection(m.start(), m.end(), "IP_ADDRESS", 0.6, "pattern:ip")
+                )
     if "::" in text or text.count(":") >= 5:
         for m in _IPV6_RE.finditer(text):
             value = m.group(0)
@@ -275,7 +285,9 @@ def find_ips(text: str) -> list[Detection]:
             if _DATE_LIKE.search(value) and "::" not in value:
                 continue
             if _ip_ok(value):
-                out.append(Detection(m.start(), m.end(), "IP_ADDRESS", 0.6, "pattern:ip"))
+                out.append(
+                    Detection(m.start(), m.end(), "IP_ADDRESS", 0.6, "pattern:ip")
+                )
     return out
 
 
@@ -304,7 +316,7 @@ _STREET_TYPES = (
 _STREET_WORDS = (
     r"[\w'\-]*(?:straat|strasse|straße|gasse|steeg|laan|plein|gracht|kade|gürtel|"
     r"platz|allee|gade|vej|vägen|gatan|katu|utca|útja|ulica|ulice|náměstí|namesti)"
-    r"|rue|via|viale|calle|avenida|rua|piazza|plac|stadion"
+    r"|rue|calle|avenida|rua|piazza|plac|stadion|(?-i:Via|Viale)"
 )
 _UNIT = r"(?:apt|apartment|suite|ste|unit|flat|floor|fl|room|rm|bldg|building)\.?"
 _WORD = r"[^\W\d_][\w'.\-]*"
@@ -348,20 +360,25 @@ _ADDRESS_CUE = re.compile(
 )
 _TAIL_TOKEN = re.compile(
     r"[ \t]*[,.]?[ \t]*(?P<tok>(?i:" + _UNIT + r")[ \t]*\d{1,5}[a-zA-Z]?\b|"
-    r"[^\W\d_][\w'\-]*\.?|\d{3,6}(?:-\d{4})?\b|\([^()\n]{1,40}\))"
+    r"[^\W\d_][\w'\-]*\.?|\d{1,6}(?:-\d{4})?\b|\([^()\n]{1,40}\))"
 )
 _UNIT_START = re.compile(r"(?i)" + _UNIT + r"[ \t]*\d")
 _LINE_PREFIX = re.compile(r"[^\S\n]*(?:[?*\-•>]+[^\S\n]+)?")
 _MAX_ADDRESS = 240
+_FUNCTION_WORD = re.compile(
+    r"(?i)\b(?:with|the|a|an|on|in|at|to|for|from|of|and|or|by|is|are|was|were|"
+    r"this|that|my|your|his|her|our|their|it|we|you|he|she|they)\b"
+)
 
 
-def _walk_line(text: str, pos: int) -> tuple[int, bool]:
+def _walk_line(text: str, pos: int, lower_ok: bool = False) -> tuple[int, bool]:
     """Consume address-like tokens from ``pos`` on one line.
 
     Returns ``(end, reached_line_end)``. Tokens: a unit with its number, a word
     that starts upper-case or with a non-ASCII letter, a 3-6 digit code, a short
-    parenthesis. A lower-case ASCII word (except ``nan``) or a common English word
-    ends the walk.
+    parenthesis. A lower-case ASCII word (except ``nan``; any non-common word when
+    ``lower_ok``, i.e. the street itself was written in lower case) or a common
+    English word ends the walk.
     """
     end = pos
     while True:
@@ -370,20 +387,21 @@ def _walk_line(text: str, pos: int) -> tuple[int, bool]:
             break
         tok = m.group("tok")
         if tok[0].isalpha() and not _UNIT_START.match(tok) and tok.lower() != "nan":
-            if tok[0].isascii() and tok[0].islower():
+            if tok[0].isascii() and tok[0].islower() and not lower_ok:
                 break
             if tok.rstrip(".").lower() in _COMMON_WORDS:
                 break
         end = m.end()
     line_end = text.find("\n", end)
     rest = text[end : line_end if line_end >= 0 else len(text)]
-    return end, not rest.strip()
+    return end, not rest.strip(" \t.,;")
 
 
-def _address_tail(text: str, end: int) -> int:
+def _address_tail(text: str, start: int, end: int) -> int:
     """Extend an address over the rest of its line and following address lines."""
     origin = end
-    end, at_eol = _walk_line(text, end)
+    lower_ok = not any(ch.isupper() for ch in text[start:end])
+    end, at_eol = _walk_line(text, end, lower_ok)
     lines = 0
     blank_used = False
     while at_eol and lines < 5 and end - origin < _MAX_ADDRESS:
@@ -402,9 +420,11 @@ def _address_tail(text: str, end: int) -> int:
             line = text[pos : line_end if line_end >= 0 else len(text)]
         if ":" in line or "@" in line or "=" in line or len(line.strip()) > 60:
             break
-        start = _LINE_PREFIX.match(text, pos).end()
-        new_end, at_eol = _walk_line(text, start)
-        if new_end <= start:
+        if sum(ch.isdigit() for ch in line) > 6:
+            break  # a phone or an id line, not a postcode
+        first = _LINE_PREFIX.match(text, pos).end()
+        new_end, at_eol = _walk_line(text, first, lower_ok)
+        if new_end <= first:
             break
         end = new_end
         lines += 1
@@ -450,12 +470,14 @@ def find_addresses(text: str) -> list[Detection]:
         for m in _strong_matches(text):
             value = m.group(0).rstrip(" .")
             start, end = m.start(), m.start() + len(value)
+            if _FUNCTION_WORD.search(value):
+                continue  # "2023 with Dr. Kim": prose, not a street
             if not any(ch.isdigit() for ch in value) and not re.match(
                 r"[ \t,]*\d", text[end : end + 8]
             ):
                 continue  # "rue Descartes" alone is not an address
-            out.append(Detection(start, _address_tail(text, end), "LOCATION", 0.9,
-                                 "pattern:address"))
+            end = _address_tail(text, start, end)
+            out.append(Detection(start, end, "LOCATION", 0.9, "pattern:address"))
     if cue or hint:
         for m in _WEAK_RE.finditer(text):
             value = m.group(0).rstrip(" .")
@@ -466,8 +488,8 @@ def find_addresses(text: str) -> list[Detection]:
             near_cue = _ADDRESS_CUE.search(text, max(0, start - 80), start)
             if not near_cue and not _NEXT_UNIT_RE.match(text, end):
                 continue
-            out.append(Detection(start, _address_tail(text, end), "LOCATION", 0.86,
-                                 "pattern:address"))
+            end = _address_tail(text, start, end)
+            out.append(Detection(start, end, "LOCATION", 0.86, "pattern:address"))
     if hint and (cue or out):
         for m in _UNIT_RE.finditer(text):
             out.append(Detection(m.start(), m.end(), "LOCATION", 0.6, "pattern:unit"))

@@ -56,7 +56,8 @@ class Pseudonymizer:
 
     def digest(self, tenant_id: str, entity_type: str, value: str) -> str:
         """Truncated hex HMAC of the normalised value."""
-        message = "\x1f".join((tenant_id, entity_type, normalize_value(entity_type, value)))
+        normalized = normalize_value(entity_type, value)
+        message = "\x1f".join((tenant_id, entity_type, normalized))
         mac = hmac.new(self._key, message.encode("utf-8"), hashlib.sha256)
         return mac.hexdigest()[: self.hex_length]
 

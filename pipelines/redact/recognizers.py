@@ -33,13 +33,19 @@ from presidio_anonymizer.operators import Operator, OperatorType
 
 from pipelines.redact.offline import ensure_offline_tldextract
 from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
-from pipelines.redact.secrets import TOKEN_RULES, SecretConfig, SecretDetector, TokenRule
+from pipelines.redact.secrets import (
+    TOKEN_RULES,
+    SecretConfig,
+    SecretDetector,
+    TokenRule,
+)
 from pipelines.redact.spans import SECRET_TYPES, Detection
 
 ensure_offline_tldextract()
 
 
-def _to_result(det: Detection, name: str) -> RecognizerResult:
+def _to_result(det: Detection, recognizer: EntityRecognizer) -> RecognizerResult:
+    name = recognizer.name
     return RecognizerResult(
         entity_type=det.entity_type,
         start=det.start,
@@ -51,7 +57,7 @@ def _to_result(det: Detection, name: str) -> RecognizerResult:
         ),
         recognition_metadata={
             RecognizerResult.RECOGNIZER_NAME_KEY: name,
-            RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: name,
+            RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: recognizer.id,
         },
     )
 
@@ -103,7 +109,7 @@ class ContextSecretRecognizer(EntityRecognizer):
         self, text: str, entities: list[str], nlp_artifacts: Any = None
     ) -> list[RecognizerResult]:
         return [
-            _to_result(d, self.name)
+            _to_result(d, self)
             for d in self._detector.detect(text)
             if d.entity_type in entities
         ]
@@ -133,7 +139,7 @@ class FastPiiRecognizer(EntityRecognizer):
             dets.extend(self._phone.find(text))
         if "LOCATION" in entities:
             dets.extend(find_addresses(text))
-        return [_to_result(d, self.name) for d in dets]
+        return [_to_result(d, self) for d in dets]
 
 
 def secret_recognizers(
@@ -180,11 +186,10 @@ def build_analyzer(policy: Any) -> Any:
     cover. Call ``analyze(text, language="en", entities=[...])`` as usual.
     """
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry  # noqa: PLC0415
+    from presidio_analyzer.nlp_engine import NlpEngineProvider  # noqa: PLC0415
     from presidio_analyzer.predefined_recognizers import (  # noqa: PLC0415
         SpacyRecognizer,
     )
-
-    from presidio_analyzer.nlp_engine import NlpEngineProvider  # noqa: PLC0415
 
     from pipelines.redact.engine import OWN_TYPES  # noqa: PLC0415
 

@@ -319,7 +319,7 @@ _META_WORDS = frozenset(
      "callback", "handler", "request", "response", "params", "param", "option",
      "options", "config", "setting", "settings", "source", "algorithm", "alg",
      "encoding", "digest", "hash", "hashed", "filter", "list", "lifetime", "age",
-     "interval", "duration", "generator", "factory", "length", "storage", "mask"}
+     "interval", "duration", "generator", "factory", "mask"}
 )
 _DEFINITELY_NOT = frozenset(
     {"author", "authors", "authority", "authenticate", "authentication",
@@ -496,7 +496,7 @@ class SecretConfig:
 
     min_entropy: float = 3.0
     min_length: int = 8
-    password_min_entropy: float = 2.0
+    password_min_entropy: float = 1.0
     password_min_length: int = 6
     honor_allowlist_pragma: bool = True
     disabled: frozenset[str] = frozenset()
@@ -597,8 +597,8 @@ class SecretDetector:
     def _context_rules(self, text: str, lowered: str) -> list[Detection]:
         cfg = self.config
         out: list[Detection] = []
-        if not ("keyword_assignment" in cfg.disabled):
-            for m in _ASSIGN_RE.finditer(text):
+        if "keyword_assignment" not in cfg.disabled:
+            for m in _assignments(text):
                 family = classify_key(m.group("key"))
                 if family is None:
                     continue
@@ -607,9 +607,7 @@ class SecretDetector:
                 value = m.group(group)
                 start, end = m.span(group)
                 if not quoted:
-                    stripped = value.rstrip(".,:!?")
-                    if family == "PASSWORD":
-                        stripped = value.rstrip(".,:?")
+                    stripped = value.rstrip(".,:!?" if family != "PASSWORD" else ".,:?")
                     end -= len(value) - len(stripped)
                     value = stripped
                     if text[end : end + 1] in ("(", "["):
@@ -669,6 +667,44 @@ class SecretDetector:
                 if acceptable_value(value, "PASSWORD", True, 4, 1.0):
                     self._emit(out, *m.span("value"), "PASSWORD", "cli_password", 0.85)
         return out
+
+
+_KEY_HINT = re.compile(
+    r"(?i)pass|pwd|pw|secret|token|key|auth|cred|bearer|sig|salt|cookie|session|"
+    r"otp|seed|pin|srt|jwt|license|mnemonic"
+)
+_IDENT_CHARS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+)
+
+
+def _assignments(text: str) -> list[re.Match[str]]:
+    """``key = value`` matches whose key contains a secret keyword.
+
+    Anchored at keyword hits (not a scan over every identifier), which is faster
+    and never lets a harmless ``config: password=...`` swallow the real pair.
+    """
+    out = []
+    done = -1
+    for hit in _KEY_HINT.finditer(text):
+        start = hit.start()
+        if start < done:
+            continue
+        while start > 0 and text[start - 1] in _IDENT_CHARS:
+            start -= 1
+        if start > 0 and text[start - 1] in "\"'`":
+            start -= 1
+            if start > 0 and text[start - 1] == "\\":
+                start -= 1
+        elif text.startswith("&quot;", max(0, start - 6)) and start >= 6:
+            start -= 6
+        m = _ASSIGN_RE.match(text, start)
+        if m is None:
+            done = hit.end()
+            continue
+        out.append(m)
+        done = m.end("key")
+    return out
 
 
 def _allowlisted(text: str, pos: int) -> bool:

@@ -71,8 +71,9 @@ def is_prose_line(line: str) -> bool:
         # a single token: a name/place line in an address block counts
         return short and s[0].isupper() and letters == nonspace
     words = s.split()
-    if max(map(len, words)) > 40:
-        return False
+    long_chars = sum(len(w) for w in words if len(w) > 40)
+    if long_chars * 2 > n:
+        return False  # mostly paths, hashes, tokens
     odd = sum(1 for w in words if "_" in w or w.count(".") >= 2)
     return odd * 4 <= len(words)
 
@@ -147,14 +148,24 @@ def json_literals(text: str) -> Iterator[tuple[str | None, int, int]]:
         yield key, m.start(1), m.end(1)
 
 
-def nl_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of ``text`` that read as natural language (for NER)."""
+def nl_spans(
+    text: str, skip_keys: frozenset[str] = frozenset()
+) -> list[tuple[int, int]]:
+    """Spans of ``text`` that read as natural language (for NER).
+
+    In JSON, values of ``skip_keys`` (already handled by key rules) and values
+    that are a single word are not prose: NER on an isolated word is a guess.
+    """
     if not text or not any(ch.isalpha() for ch in text):
         return []
     if looks_json(text):
         spans = []
-        for _key, start, end in json_literals(text):
+        for key, start, end in json_literals(text):
+            if key is not None and key.lower() in skip_keys:
+                continue
             raw = text[start:end]
+            if " " not in raw:
+                continue
             if "\\" in raw:
                 pieces = list(_literal_pieces(raw, start))
             else:
