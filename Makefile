@@ -49,6 +49,9 @@ format: $(STAMP) ## Apply ruff formatting and import sorting.
 bench: $(STAMP) ## Throughput benchmarks (ratios against named baselines).
 	$(BIN)/python bench/bench_redact.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_evidence.py $(if $(MILLION),--million)
+	$(BIN)/python bench/bench_ledger.py
+	$(BIN)/python bench/bench_memory.py $(if $(TEN_MILLION),--ten-million)
 
 eval: $(STAMP) ## Quality against ../shared/corpora (or CORPORA=path).
 	$(BIN)/python -m eval.redaction --corpora $(CORPORA)

@@ -80,6 +80,25 @@ def nightly(
     ] = None,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
+    consent: Annotated[
+        Path | None,
+        typer.Option(help="Consent events JSONL file or folder (docs/memory.md)."),
+    ] = None,
+    system_records: Annotated[
+        Path | None,
+        typer.Option(help="System records JSONL file or folder (docs/memory.md)."),
+    ] = None,
+    llm_endpoint: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint for an extra memory extractor."),
+    ] = None,
+    llm_model: Annotated[
+        str | None, typer.Option(help="Model name for --llm-endpoint.")
+    ] = None,
+    docs: Annotated[
+        Path | None,
+        typer.Option(help="Documents folder of the evidence stage (docs/evidence.md)."),
+    ] = None,
 ) -> None:
     """Ingest and redact new landing files; commit them as one snapshot.
 
@@ -106,6 +125,11 @@ def nightly(
             data_path=data_path,
             beam_args=list(ctx.args),
             progress=lambda msg: status.update(msg),
+            consent=consent,
+            system_records=system_records,
+            llm_endpoint=llm_endpoint,
+            llm_model=llm_model,
+            docs=docs,
         )
     _print_nightly(result, time.monotonic() - started)
     with _open(warehouse, catalog, data_path) as wh:
@@ -120,6 +144,8 @@ def _print_nightly(result: NightlyResult, seconds: float) -> None:
         f"{len(found.skipped)} skipped "
         "(not a transcript extension)"
     )
+    if result.docs_new:
+        console.print(f"documents: {result.docs_new} new file(s)")
     if result.manifest is None:
         console.print("[green]nothing new[/]: no snapshot created")
         return
@@ -266,6 +292,9 @@ def sql(
     with Warehouse.open(
         warehouse, catalog=catalog, data_path=data_path, snapshot=snapshot
     ) as wh:
+        from warehouse.evidence_api import install_macros
+
+        install_macros(wh.connection())  # evidence_search(...) and friends
         for statement in statements:
             relation = wh.query(statement)
             if relation is None:
@@ -295,6 +324,145 @@ def _print_relation(relation, output: str) -> None:
     for row in rows:
         table.add_row(*("NULL" if v is None else str(v) for v in row))
     console.print(table)
+
+
+@app.command()
+def verify(
+    warehouse: WarehouseOpt = Path("warehouse"),
+    summaries: Annotated[
+        Path | None,
+        typer.Option(help="JSONL of summaries written elsewhere (docs/ledger.md)."),
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Only this session (id or source id).")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+    policy_file: Annotated[
+        Path | None, typer.Option(help="Policy YAML (default: the packaged policy).")
+    ] = None,
+    redact: Annotated[
+        bool, typer.Option(help="Redact --summaries texts before checking them.")
+    ] = True,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(help="Pseudonym key file (or set CTXLEDGER_PSEUDONYM_KEY)."),
+    ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = (
+        "table"
+    ),
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Audit summaries against their sources: missing or altered protected fields,
+    unmentioned changed artifacts. Without --summaries: the stored ledger.
+    Exits 1 when anything is missing."""
+    from jobs.verify import print_report, verify_outside, verify_stored
+
+    if output not in {"table", "json"}:
+        _fail("--output must be table or json")
+    with console.status("verifying", spinner="dots") as status:
+        if summaries is not None:
+            report = verify_outside(
+                warehouse, summaries, policy_file=policy_file, tenant=tenant,
+                redact=redact, key_file=key_file, catalog=catalog,
+                data_path=data_path, progress=status.update,
+            )  # fmt: skip
+        else:
+            report = verify_stored(
+                warehouse, session=session, tenant=tenant, policy_file=policy_file,
+                catalog=catalog, data_path=data_path, progress=status.update,
+            )  # fmt: skip
+    print_report(report, console, output)
+    if report.failed:
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def replay(
+    session: Annotated[str, typer.Option(help="Session id or source session id.")],
+    warehouse: WarehouseOpt = Path("warehouse"),
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Context policy (repeatable): full, sliding:N, pinned-user+last:K, "
+            "elide-tool-results, ledger. Default: all five kinds."
+        ),
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+    policy_file: Annotated[
+        Path | None, typer.Option(help="Policy YAML with the ledger settings.")
+    ] = None,
+    per_turn: Annotated[bool, typer.Option(help="Also print tokens per turn.")] = False,
+    show_turn: Annotated[
+        int | None, typer.Option(help="Print each policy's context at this turn.")
+    ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = (
+        "table"
+    ),
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Replay context policies over a session: tokens per bucket at each turn and in
+    total, and which protected fields each policy still carries at the end."""
+    from jobs.replay import print_replay, run_replay
+
+    if output not in {"table", "json"}:
+        _fail("--output must be table or json")
+    outcome = run_replay(
+        warehouse, session, policy, tenant=tenant, policy_file=policy_file,
+        catalog=catalog, data_path=data_path,
+    )  # fmt: skip
+    print_replay(outcome, console, output, per_turn, show_turn)
+
+
+@app.command()
+def forget(
+    tenant: Annotated[str, typer.Option(help="Tenant of the subject.")],
+    subject: Annotated[str, typer.Option(help="Subject id to erase.")],
+    warehouse: WarehouseOpt = Path("warehouse"),
+    policy: Annotated[
+        Path | None, typer.Option(help="Policy YAML (default: the packaged policy).")
+    ] = None,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Erase a subject: memories, consent, sessions and derived rows, history
+    (snapshots, files) included; stores and prints an erasure receipt."""
+    from jobs.forget import print_receipt, run_forget
+
+    with console.status("erasing", spinner="dots"):
+        receipt = run_forget(
+            warehouse, tenant, subject, policy_file=policy, catalog=catalog,
+            data_path=data_path,
+        )  # fmt: skip
+    print_receipt(receipt, console)
+
+
+@app.command()
+def memories(
+    tenant: Annotated[str, typer.Option(help="Tenant of the subject.")],
+    subject: Annotated[str, typer.Option(help="Subject id.")],
+    purpose: Annotated[str, typer.Option(help="Purpose, as listed in the policy.")],
+    warehouse: WarehouseOpt = Path("warehouse"),
+    at: Annotated[
+        str | None, typer.Option(help="ISO time to ask about (default: now).")
+    ] = None,
+    policy: Annotated[
+        Path | None, typer.Option(help="Policy YAML (default: the packaged policy).")
+    ] = None,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Memories a context builder gets for a subject and purpose."""
+    from datetime import datetime
+
+    from jobs.memories import show_memories
+
+    when = datetime.fromisoformat(at) if at else None
+    show_memories(
+        warehouse, tenant, subject, purpose, console, at=when, policy_file=policy,
+        catalog=catalog, data_path=data_path,
+    )  # fmt: skip
 
 
 def main() -> None:

@@ -34,6 +34,12 @@ class NightlyResult:
     manifest: RunManifest | None = None
     skipped_known: int = 0
     notes: list[str] = field(default_factory=list)
+    #: New consent / system-record input files this run read (memory stage).
+    memory_inputs_new: int = 0
+    #: What the memory lifecycle step did (supersession, purges), if it ran.
+    memory_maintenance: object | None = None
+    #: New document files (``--docs``) this run read (evidence stage).
+    docs_new: int = 0
 
 
 def run_id_for(job: str, policy_version: str, hashes: Sequence[str]) -> str:
@@ -59,14 +65,21 @@ def run_nightly(
     data_path: str | None = None,
     beam_args: Sequence[str] = (),
     progress: Progress = lambda _msg: None,
+    consent: str | Path | None = None,
+    system_records: str | Path | None = None,
+    llm_endpoint: str | None = None,
+    llm_model: str | None = None,
+    docs: str | Path | None = None,
 ) -> NightlyResult:
     """Process landing files the warehouse has not seen; commit them as one run."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.graph import build_batch_graph
+    from pipelines.memory.inputs import new_inputs
     from pipelines.redact.keys import load_key
     from schemas.policy import load_policy
+    from warehouse.memory_api import known_input_hashes
 
     started_at = datetime.now(UTC)
     policy = load_policy(policy_file)
@@ -77,6 +90,11 @@ def run_nightly(
         warehouse, create=True, catalog=catalog, data_path=data_path
     ) as wh:
         known = wh.processed_hashes()
+        known_inputs = known_input_hashes(wh)
+    memory_inputs = new_inputs(consent, system_records, default_tenant, known_inputs)
+    new_docs = _new_documents(
+        docs, default_tenant, policy, warehouse, catalog, data_path
+    )
     new_items = [item for item in found.items if item.file_hash not in known]
     # The same bytes under two names are one file: keep the first path.
     unique: dict[str, object] = {}
@@ -88,15 +106,24 @@ def run_nightly(
         discovery=found,
         files_new=len(new_items),
         skipped_known=len(found.items) - len(new_items),
+        memory_inputs_new=len(memory_inputs),
+        docs_new=len(new_docs),
     )
-    if not new_items:
+    if not new_items and not memory_inputs and not new_docs:
         progress("nothing new to process")
+        result.memory_maintenance = _maintain_memories(
+            warehouse, policy, None, catalog, data_path
+        )
         return result
 
     config = JobConfig(
         job="nightly",
         run_id=run_id_for(
-            "nightly", policy.policy_version, [i.file_hash for i in new_items]
+            "nightly",
+            policy.policy_version,
+            [i.file_hash for i in new_items]
+            + [i.file_hash for i in memory_inputs]
+            + [i.file_hash for i in new_docs],
         ),
         landing=str(Path(landing).resolve()),
         warehouse=str(warehouse),
@@ -108,6 +135,14 @@ def run_nightly(
         policy_version=policy.policy_version,
         code_version=code_version(),
         max_record_bytes=policy.limits.max_record_bytes,
+        key_file=str(key_file) if key_file else None,
+        consent_input=str(Path(consent).resolve()) if consent else None,
+        system_records_input=(
+            str(Path(system_records).resolve()) if system_records else None
+        ),
+        llm_endpoint=llm_endpoint,
+        llm_model=llm_model,
+        docs=str(Path(docs).resolve()) if docs else None,
     )
     result.run_id = config.run_id
     shutil.rmtree(config.staging_dir, ignore_errors=True)
@@ -133,7 +168,42 @@ def run_nightly(
         raise
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         result.manifest = load_run(wh, config.run_id)
+    progress("memory lifecycle: supersession, retention and consent purges")
+    result.memory_maintenance = _maintain_memories(
+        warehouse, policy, config.run_id, catalog, data_path
+    )
     return result
+
+
+def _new_documents(docs, default_tenant, policy, warehouse, catalog, data_path):
+    """Document files under ``docs`` no committed run processed (evidence stage;
+    the stage lists them again when the graph is built)."""
+    if not docs:
+        return []
+    from pipelines.evidence.landing import discover_documents
+    from warehouse.evidence_api import processed_document_hashes
+
+    found = discover_documents(
+        docs, default_tenant, policy.evidence.documents.suffixes
+    )
+    known = processed_document_hashes(warehouse, catalog, data_path)
+    fresh = {i.file_hash: i for i in found.items if i.file_hash not in known}
+    return list(fresh.values())
+
+
+def _maintain_memories(warehouse, policy, run_id, catalog, data_path):
+    """The memory lifecycle step after a run (a snapshot only when it changes
+    something): see ``warehouse.memory_api.maintain``."""
+    from warehouse.memory_api import maintain
+
+    return maintain(
+        warehouse,
+        settings=policy.memory,
+        run_id=run_id,
+        catalog=catalog,
+        data_path=data_path,
+        job_version=code_version(),
+    )
 
 
 def record_failed_run(

@@ -26,6 +26,16 @@ class JobConfig(BaseModel):
     policy_version: str
     code_version: str
     max_record_bytes: int = 8 * 1024 * 1024
+    #: Documents landing folder of the evidence stage (None: no documents).
+    docs: str | None = None
+    #: Pseudonym key file later stages load the key from (None: env or default).
+    key_file: str | None = None
+    #: Memory stage: consent events and system records (JSONL file or folder).
+    consent_input: str | None = None
+    system_records_input: str | None = None
+    #: Memory stage: optional OpenAI-compatible chat-completions extractor.
+    llm_endpoint: str | None = None
+    llm_model: str | None = None
 
     @property
     def staging_dir(self) -> str:

@@ -20,8 +20,11 @@ from typing import Any
 import apache_beam as beam
 
 from pipelines.config import JobConfig
+from pipelines.evidence.transforms import evidence_branch
 from pipelines.ingest.landing import LandingItem
 from pipelines.ingest.transforms import IngestTranscripts
+from pipelines.ledger.transforms import ledger_branch
+from pipelines.memory.transforms import memory_branch
 from pipelines.redact.transforms import RedactPII
 from pipelines.sink.transforms import CommitSnapshot, WriteTables
 
@@ -29,6 +32,9 @@ Branch = Callable[[Any, JobConfig, Any, beam.Pipeline], dict[str, Any]]
 
 #: Stages after redaction, in order (see module docstring).
 BRANCHES: list[Branch] = []
+BRANCHES.append(ledger_branch)
+BRANCHES.append(memory_branch)
+BRANCHES.append(evidence_branch)
 
 
 def build_batch_graph(

@@ -1,7 +1,9 @@
 """Arrow schemas derived from the pydantic records, so the contract lives in one place.
 
 Supported annotations: str, int, float, bool, datetime, ``X | None``, ``Literal[...]``
-of strings, ``list[X]`` and nested pydantic models (as structs). Anything else is a
+of strings, ``list[X]`` and nested pydantic models (as structs). ``Annotated[X, t]``
+with a ``pyarrow.DataType`` ``t`` stores X as ``t`` (e.g. ``Float32`` for compact
+embedding vectors); other ``Annotated`` metadata is ignored. Anything else is a
 programming error and raises at import of the table that uses it.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import types
 import typing
 from datetime import datetime
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import pyarrow as pa
 from pydantic import BaseModel
@@ -24,8 +26,17 @@ _SCALARS: dict[Any, pa.DataType] = {
 }
 
 
+#: A float stored as Arrow float32 (half the bytes of the default float64).
+Float32 = Annotated[float, pa.float32()]
+
+
 def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     origin = get_origin(annotation)
+    if origin is Annotated:
+        base, *metadata = get_args(annotation)
+        if not any(isinstance(item, pa.DataType) for item in metadata):
+            return _unwrap_optional(base)
+        return annotation, False
     if origin in (typing.Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
         if len(args) != 1:
@@ -38,6 +49,12 @@ def arrow_type(annotation: Any) -> pa.DataType:
     """Map one python annotation to an Arrow type."""
     annotation, _ = _unwrap_optional(annotation)
     origin = get_origin(annotation)
+    if origin is Annotated:
+        base, *metadata = get_args(annotation)
+        for item in metadata:
+            if isinstance(item, pa.DataType):
+                return item
+        return arrow_type(base)
     if origin is Literal:
         values = get_args(annotation)
         if not all(isinstance(v, str) for v in values):
@@ -56,7 +73,7 @@ def arrow_type(annotation: Any) -> pa.DataType:
 def arrow_fields(model: type[BaseModel]) -> list[pa.Field]:
     """Arrow fields for every model field, nullability from ``X | None``."""
     fields = []
-    hints = typing.get_type_hints(model)
+    hints = typing.get_type_hints(model, include_extras=True)
     for name in model.model_fields:
         _, optional = _unwrap_optional(hints[name])
         fields.append(pa.field(name, arrow_type(hints[name]), nullable=optional))

@@ -328,3 +328,34 @@ class Warehouse:
         self, sql: str, params: Sequence[Any] | None = None
     ) -> duckdb.DuckDBPyRelation:
         return self.connection().sql(sql, params=params)
+
+    def memories(
+        self, tenant_id: str, subject_id: str, purpose: str, at: Any = None
+    ) -> Any:
+        """Memories a context builder may use (``warehouse.memory_api.memories``)."""
+        from warehouse.memory_api import memories
+
+        return memories(self, tenant_id, subject_id, purpose, at)
+
+    def search_evidence(
+        self,
+        tenant_id: str,
+        principal_groups: Sequence[str],
+        query: str,
+        k: int = 5,
+        as_of: Any = None,
+        candidates: int = 20,
+        **kwargs: Any,
+    ) -> Any:
+        """Hybrid evidence search (``warehouse.evidence_api.search_evidence``)."""
+        from warehouse.evidence_api import search_evidence
+
+        return search_evidence(
+            self, tenant_id, principal_groups, query, k, as_of, candidates, **kwargs
+        )
+
+    def pack(self, request: Any, **kwargs: Any) -> Any:
+        """A context pack with its manifest (``warehouse.evidence_api.pack``)."""
+        from warehouse.evidence_api import pack
+
+        return pack(self, request, **kwargs)

@@ -12,6 +12,16 @@ from schemas import (
     Session,
     ToolObservation,
 )
+from schemas.evidence import DocumentFile, DocumentVersion, EvidenceChunk
+from schemas.ledger import ArtifactTrailEntry, LedgerEntry
+from schemas.memory import (
+    ConsentRecord,
+    ErasureReceipt,
+    MemoryExtraction,
+    MemoryInputFile,
+    MemoryRecord,
+    MemoryRejection,
+)
 
 #: Every table, in commit order, mapped to its record model. A new record family
 #: adds its models here; ``Warehouse.ensure_tables`` creates them on next open.
@@ -25,5 +35,16 @@ TABLES: dict[str, type[Record]] = {
         DeadLetter,
         LandingFile,
         RunManifest,
+        LedgerEntry,
+        ArtifactTrailEntry,
+        MemoryRecord,
+        MemoryRejection,
+        ConsentRecord,
+        MemoryExtraction,
+        MemoryInputFile,
+        ErasureReceipt,
+        DocumentFile,
+        DocumentVersion,
+        EvidenceChunk,
     )
 }

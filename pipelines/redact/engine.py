@@ -11,7 +11,10 @@ Per batch of ``(field, text)`` items:
    a cheap regex, so most texts pay for a few substring tests only.
 2. NER on prose only: ``textkind.nl_spans`` picks natural-language spans (not logs,
    code, JSON syntax), ``ner.candidate_windows`` keeps the neighbourhood of
-   capitalised words, and the whole batch goes through one ``nlp.pipe``.
+   capitalised words, and the whole batch goes through one ``nlp.pipe``. Cue
+   rules run on the same prose spans: ``names`` (titles, "my name is", lower-case
+   given names) and ``places`` ("grew up in X", "Where: X"); the name line above
+   a postal address comes with the address (``places.recipient_name``).
 3. Filter by the policy's per-type thresholds, drop anything overlapping one of our
    own placeholders (so redacting twice is a no-op), resolve overlaps (secrets,
    then score, then length).
@@ -35,6 +38,7 @@ from pipelines.redact.names import find_names, relabel_org
 from pipelines.redact.ner import NerJob, NerRunner, candidate_windows, chunk_span
 from pipelines.redact.offline import ensure_offline_tldextract
 from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
+from pipelines.redact.places import find_places, recipient_name
 from pipelines.redact.pseudonym import Pseudonymizer
 from pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
 from pipelines.redact.spans import (
@@ -236,12 +240,17 @@ class Redactor:
                 continue
             pending[text] = [i]
             found = raw[text] = self._fast_detect(text, loaded)
-            if loaded.ner is None and "PERSON" not in self.entity_types:
+            if loaded.ner is None and not (
+                self.entity_types & {"PERSON", "LOCATION"}
+            ):
                 continue
             prose = textkind.nl_spans(text, self._json_key_set)
             if "PERSON" in self.entity_types:
                 for start, end in prose:
                     found.extend(d.shifted(start) for d in find_names(text[start:end]))
+            if "LOCATION" in self.entity_types:
+                for start, end in prose:
+                    found.extend(d.shifted(start) for d in find_places(text[start:end]))
             if loaded.ner is not None:
                 for start, end in self._ner_spans(text, prose):
                     jobs.append(NerJob(len(job_texts), start, end))
@@ -267,7 +276,14 @@ class Redactor:
         if "PHONE_NUMBER" in wanted:
             dets.extend(loaded.phone.find(text))
         if "LOCATION" in wanted:
-            dets.extend(find_addresses(text))
+            addresses = find_addresses(text)
+            dets.extend(addresses)
+            if "PERSON" in wanted:
+                for det in addresses:
+                    if det.recognizer == "pattern:address":
+                        name = recipient_name(text, det.start)
+                        if name is not None:
+                            dets.append(name)
         if self._json_keys and textkind.looks_json(text):
             dets.extend(self._json_key_detections(text))
         for recognizer, entities in loaded.fallback:

@@ -5,7 +5,12 @@
   ``regards, X``, ``directed by X``;
 * vocatives at the start of a sentence: ``Marisca, can I ...``;
 * a known given name (``lexicon.FIRST_NAMES``) followed by capitalised surnames, or
-  alone.
+  alone;
+* lower case: after ``ms.``/``dr.``/``my name is``/``call me`` (``ms. wijtze``,
+  ``my name is tracy sukhorukova``, up to the first ordinary word), and known given
+  names that are no everyday word, language or product (``john``; not ``julia``,
+  ``ada``, ``hugo``), never inside a path, an e-mail or an identifier;
+* possessors of relatives: ``Sumaya's kid``, ``Oyelaran's wife``.
 
 Also ``relabel_org``: an NER ``ORG`` whose first word is a known given name and
 whose last word is no company suffix is taken as a PERSON ("Megan Payne").
@@ -40,6 +45,47 @@ _VOCATIVE_RE = re.compile(
 _FIRST_RE = re.compile(
     r"\b(?P<first>" + _CAP + r")(?P<rest>(?:[ \t]+" + _CAP + r"){0,2})"
 )
+#: A lower-case name word: letters (any script), apostrophes and hyphens inside.
+_LOW = r"[^\W\d_A-Z][^\W\d_]*(?:['’\-][^\W\d_]+)*"
+_NOT_AFTER = r"(?![\w@/\\]|\.\w)"
+#: Lower-case names after an explicit cue: "ms. wijtze", "my name is tracy
+#: sukhorukova", "her maiden name is kowalski".
+_LOW_TITLE_RE = re.compile(
+    r"(?<![\w.])(?i:mr|mrs|ms|dr|prof)\.[ \t]*(?P<name>" + _LOW + r"(?:[ \t]+"
+    + _LOW + r")?)" + _NOT_AFTER
+)
+_LOW_PHRASE_RE = re.compile(
+    r"(?i:\b(?:my|his|her|their|your|our|first|last|full|maiden|middle|legal|real|"
+    r"nick)[ \t]?name(?:'s|[ \t]+is|[ \t]*:)|\bcall me|\bi am called|\bi'm called)"
+    r"[ \t]+(?P<name>" + _LOW + r"(?:[ \t]+" + _LOW + r"){0,2})" + _NOT_AFTER
+)
+#: A known given name written in lower case ("john had given ...").
+_LOW_GIVEN_RE = re.compile(r"(?<![\w@/\\.\-])(?P<first>[a-z]{3,12})" + _NOT_AFTER)
+#: Given names that are also words, products or places, never taken lower case.
+_LOWER_AMBIGUOUS = frozenset(
+    """ada amber aurora ava ben carol chen eli eva frank hans hugo ian jack jasmine
+    jean jesus julia kay kim leo lily lina mario mia milan nils nora robin rosa ruth
+    victor victoria wei yan tom bruno magnus hannah""".split()
+)
+#: Lower-case words after "ms." that name products, not people ("ms. office").
+_NOT_NAMES_AFTER_TITLE = frozenset(
+    "office word excel teams access edge dos windows outlook project paint store "
+    "visio azure sql".split()
+)
+#: Chat words that end a lower-case name ("call me katy but u ...").
+_CHAT_WORDS = frozenset(
+    "u ur lol pls plz thx btw im its ok idk tbh asap and or but so".split()
+)
+_LOWER_GIVEN = FIRST_NAMES - _LOWER_AMBIGUOUS
+_TITLE_HINTS = ("mr.", "ms.", "mrs.", "dr.", "prof.")
+_LOWER_WORD = re.compile(r"\b[a-z]{3,12}\b")
+#: "Sumaya's kid": a capitalised word owning a relative is a person.
+_KIN_RE = re.compile(
+    r"\b(?P<name>" + _CAP + r")['’]s[ \t]+(?=(?:kids?|sons?|daughters?|wife|husband|"
+    r"mom|mum|mother|dad|father|brothers?|sisters?|boyfriend|girlfriend|fianc[ée]e?|"
+    r"grandma|grandmother|grandpa|grandfather|aunt|uncle|cousins?|nephews?|nieces?|"
+    r"parents|children|child|baby|funeral|wedding|birthday)\b)"
+)
 
 
 _TITLES = frozenset("mr mrs ms miss mx dr prof sir madam mister dame".split())
@@ -67,6 +113,53 @@ def _trim_name(text: str, start: int, end: int) -> tuple[int, int] | None:
     return words[0][0], words[-1][1]
 
 
+def _lower_name_end(text: str, start: int, end: int) -> int | None:
+    """End of a lower-case name: its words up to the first ordinary word ("katy
+    but u" -> "katy"); None when the first word is ordinary or a product."""
+    stop = start
+    for m in re.finditer(r"\S+", text[start:end]):
+        word = m.group(0).lower()
+        if (
+            word in COMMON_WORDS
+            or word in _CHAT_WORDS
+            or word in _TITLES
+            or word in _NOT_NAMES_AFTER_TITLE
+            or len(word) < 2
+        ):
+            break
+        stop = start + m.end()
+    return stop if stop > start else None
+
+
+def _lower_case_names(text: str) -> list[Detection]:
+    """Names written in lower case (after cues, or known given names) and
+    possessors of relatives; each regex runs only when a cheap substring test
+    says it can match."""
+    out: list[Detection] = []
+    lowered = text.lower()
+    cues = []
+    if "." in text and any(t in lowered for t in _TITLE_HINTS):
+        cues.append((_LOW_TITLE_RE, "title"))
+    if "name" in lowered or "call" in lowered:
+        cues.append((_LOW_PHRASE_RE, "phrase"))
+    for regex, tag in cues:
+        for m in regex.finditer(text):
+            end = _lower_name_end(text, m.start("name"), m.end("name"))
+            if end is not None:
+                out.append(
+                    Detection(m.start("name"), end, "PERSON", 0.85, f"names:{tag}")
+                )
+    if "'s " in text or "’s " in text:
+        for m in _KIN_RE.finditer(text):
+            if _is_name_word(m.group("name")):
+                out.append(Detection(*m.span("name"), "PERSON", 0.7, "names:kin"))
+    if not text.isupper() and not _LOWER_GIVEN.isdisjoint(_LOWER_WORD.findall(text)):
+        for m in _LOW_GIVEN_RE.finditer(text):
+            if m.group("first") in _LOWER_GIVEN:
+                out.append(Detection(*m.span(), "PERSON", 0.55, "names:given_lower"))
+    return out
+
+
 def find_names(text: str) -> list[Detection]:
     """PERSON detections from cues and the given-name lexicon."""
     out: list[Detection] = []
@@ -77,6 +170,7 @@ def find_names(text: str) -> list[Detection]:
             span = _trim_name(text, m.start("name"), m.end("name"))
             if span:
                 out.append(Detection(*span, "PERSON", score, f"names:{tag}"))
+    out.extend(_lower_case_names(text))
     for m in _FIRST_RE.finditer(text):
         first = m.group("first")
         if first.lower() not in FIRST_NAMES:

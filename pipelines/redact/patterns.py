@@ -146,7 +146,10 @@ class PhoneFinder:
 
 # ------------------------------------------------------------------ credit cards
 
-_CARD_RE = re.compile(r"(?<![\w\-.])(?:\d[ \-]?){12,18}\d(?![\w\-]|\.\d)")
+# The left-boundary lookbehinds sit after the first digit (``\d(?<!x\d)``) so the
+# regex starts with a character class, which ``re`` scans for quickly; the matches
+# are the same as with the lookbehind first.
+_CARD_RE = re.compile(r"\d(?<![\w\-.]\d)(?:[ \-]?\d){12,18}(?![\w\-]|\.\d)")
 _CARD_PREFIX = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|3[0689]|6(?:011|5|4[4-9]|22)|35)")
 
 
@@ -215,7 +218,9 @@ def find_ibans(text: str) -> list[Detection]:
 
 # --------------------------------------------------------------------------- SSN
 
-_SSN_RE = re.compile(r"(?<![\w\-.])(\d{3})([\- .]?)(\d{2})\2(\d{4})(?![\w\-]|\.\d)")
+_SSN_RE = re.compile(
+    r"(\d(?<![\w\-.]\d)\d{2})([\- .]?)(\d{2})\2(\d{4})(?![\w\-]|\.\d)"
+)
 _SSN_CONTEXT = re.compile(r"(?i)\b(?:ssn|social security|social sec|ss#|ss no)\b")
 
 
@@ -249,7 +254,7 @@ def find_ssns(text: str) -> list[Detection]:
 
 # ---------------------------------------------------------------------------- IP
 
-_IPV4_RE = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
+_IPV4_RE = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w]|\.\d)")
 _IPV6_RE = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{1,4}:){2,7}(?::|[0-9A-Fa-f]{1,4})"
     r"(?:(?<=:)[0-9A-Fa-f]{1,4})?(?::[0-9A-Fa-f]{1,4}){0,6}(?![\w:])"
@@ -347,6 +352,43 @@ _HINT_RE = re.compile(
     r"platz|allee|gade|vej|vägen|gatan|katu|utca|útja|ulica|ulice|náměstí|namesti)\b"
     r"|\b" + _UNIT + r"\s*\d"
 )
+#: ``_HINT_RE`` split in three case-sensitive parts for lower-cased text: the
+#: same test at a quarter of the cost (a case-insensitive alternation without a
+#: leading ``\b`` is tried at every position of every text that has a digit).
+_HINT_PARTS = (
+    re.compile(
+        r"\b(?:" + _STREET_TYPES + r"|rue|via|viale|calle|avenida|rua|piazza|plac|"
+        r"stadion)\b"
+    ),
+    re.compile(
+        r"(?:straat|strasse|straße|gasse|steeg|laan|plein|gracht|kade|gürtel|platz|"
+        r"allee|gade|vej|vägen|gatan|katu|utca|útja|ulica|ulice|náměstí|namesti)\b"
+    ),
+    re.compile(r"\b" + _UNIT + r"\s*\d"),
+)
+
+
+def _hint_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``_HINT_RE`` matches (leftmost, non-overlapping), faster."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        return [m.span() for m in _HINT_RE.finditer(text)]
+    spans = sorted(m.span() for part in _HINT_PARTS for m in part.finditer(lowered))
+    out: list[tuple[int, int]] = []
+    for span in spans:
+        if not out or span[0] >= out[-1][1]:
+            out.append(span)
+    return out
+
+
+def _has_hint(text: str) -> bool:
+    """``_HINT_RE.search(text) is not None``, faster."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few letters lower-case to two characters
+        return _HINT_RE.search(text) is not None
+    return any(part.search(lowered) is not None for part in _HINT_PARTS)
+
+
 _UNIT_RE = re.compile(r"(?i)\b" + _UNIT + r"[ \t]*\d{1,5}[a-z]?\b")
 _NEXT_UNIT_RE = re.compile(r"(?i)[\s,.]*" + _UNIT + r"[ \t]*\d")
 _ZIP_CONTEXT_RE = re.compile(
@@ -436,13 +478,13 @@ def _strong_matches(text: str) -> list[re.Match[str]]:
     (the street-word alternative is slow to scan over long texts)."""
     matches: list[re.Match[str]] = []
     last_end = -1
-    for hit in _HINT_RE.finditer(text):
-        lo = max(0, hit.start() - 80, last_end)
-        line_start = text.rfind("\n", lo, hit.start())
+    for hit_start, hit_end in _hint_spans(text):
+        lo = max(0, hit_start - 80, last_end)
+        line_start = text.rfind("\n", lo, hit_start)
         if line_start >= 0:
             lo = line_start + 1
-        hi = min(len(text), hit.end() + 80)
-        line_end = text.find("\n", hit.end(), hi)
+        hi = min(len(text), hit_end + 80)
+        line_end = text.find("\n", hit_end, hi)
         if line_end >= 0:
             hi = line_end
         for m in _STRONG_RE.finditer(text, lo, hi):
@@ -463,7 +505,7 @@ def find_addresses(text: str) -> list[Detection]:
     """
     if not any(ch.isdigit() for ch in text):
         return []
-    hint = _HINT_RE.search(text) is not None
+    hint = _has_hint(text)
     cue = _ADDRESS_CUE.search(text) is not None
     out: list[Detection] = []
     if hint:

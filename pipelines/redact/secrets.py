@@ -10,9 +10,19 @@ Two kinds of rule:
   which must occur in the text before its regex runs (a cheap pre-screen).
 * Context rules: a keyword names the value (``password=...``, ``"api_key": "..."``,
   ``Authorization: Bearer ...``, ``postgres://user:pw@host``, ``--password X``,
-  ``IDENTIFIED BY 'x'``). Only the value is the span, and it must pass length,
-  entropy and placeholder checks so ``password=None`` or ``token: <redacted>``
-  are left alone.
+  ``IDENTIFIED BY 'x'``, ``passwd: str = "x"``, ``<password>x</password>``,
+  ``getenv("DB_PASSWORD", "x")``, ``mysql -px``). Only the value is the span, and
+  it must pass length, entropy and placeholder checks so ``password=None`` or
+  ``token: <redacted>`` are left alone. A keyword followed by a value with no
+  ``=``/``:`` (``user master password x``, ``LOGIN PASSWORD x``) also counts when
+  the value looks generated (``_credential_like``). Keys may be misspelt
+  (``pswd``, ``paasword``) or two words (``Secret Key: x``).
+* Keyword-less tokens (``high_entropy``): random-looking base64 of 32-100
+  characters, with filters for what agent text is full of (hashes, ids, paths,
+  identifiers, encoded text, wrapped certificate lines).
+
+A value a context rule found is also redacted wherever else it occurs, standing
+alone, in the same text (``root/<value>`` next to ``password: <value>``).
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import binascii
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from pipelines.redact.spans import Detection
@@ -105,7 +115,12 @@ def _compile(regex: str, flags: int) -> re.Pattern[str]:
     return pattern
 
 
-_B = r"(?<![A-Za-z0-9_])"  # left boundary for tokens that may follow '_' or '-'
+#: Left boundary for tokens that may follow '_' or '-'; an ANSI colour code right
+#: before the token (``\x1b[93m`` in coloured terminal output) counts as one too.
+_B = (
+    r"(?:(?<![A-Za-z0-9_])|(?<=\x1b\[\dm)|(?<=\x1b\[\d\dm)|(?<=\x1b\[\d;\d\dm)"
+    r"|(?<=\x1b\[\d\d;\dm))"
+)
 _E = r"(?![A-Za-z0-9_])"
 
 TOKEN_RULES: tuple[TokenRule, ...] = (
@@ -121,18 +136,30 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
     TokenRule(
         "github",
         "GITHUB_TOKEN",
-        _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,251})" + _E,
+        _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,251}"
+        # app installation tokens with a date stamp: ghs_20260523_<JWT-like body>
+        r"|gh[sr]_\d{6,8}_[A-Za-z0-9_\-.]{20,2000})" + _E,
         0.98,
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     TokenRule(
         "gitlab",
         "GITLAB_TOKEN",
-        _B + r"(?:glpat|gldt|glrt|glcbt|glptt|glft|glsoat|gloas|glimt|glagent|glffct)"
-        r"-[A-Za-z0-9_\-]{20,}" + r"(?![A-Za-z0-9_\-])",
+        _B + r"(?:glpat|gldt|glrtr?|glcbt|glptt|glft|glsoat|gloas|glimt|glagent|glffct"
+        r"|glwt|gltst|glsa)-[A-Za-z0-9_\-]{20,}(?:\.[A-Za-z0-9_\-]{2,})*"
+        r"(?![A-Za-z0-9_\-])",
         0.98,
-        ("glpat-", "gldt-", "glrt-", "glcbt-", "glptt-", "glft-", "glsoat-", "gloas-",
-         "glimt-", "glagent-", "glffct-"),
+        ("glpat-", "gldt-", "glrt-", "glrtr-", "glcbt-", "glptt-", "glft-", "glsoat-",
+         "gloas-", "glimt-", "glagent-", "glffct-", "glwt-", "gltst-", "glsa-"),
+    ),
+    TokenRule(
+        # runner registration tokens (legacy prefix) and the session cookie
+        "gitlab",
+        "GITLAB_TOKEN",
+        _B + r"GR1348941[A-Za-z0-9_\-]{20,}" + _E
+        + r"|(?<=_gitlab_session=)[0-9a-f]{32}" + _E,
+        0.95,
+        ("GR1348941", "_gitlab_session="),
     ),
     TokenRule(
         "slack",
@@ -155,6 +182,15 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
         _B + r"(?:sk|rk|pk|whsec)_(?:live|test)_[A-Za-z0-9]{10,247}" + _E,
         0.95,
         ("_live_", "_test_"),
+    ),
+    TokenRule(
+        # webhook signing secrets carry no live/test marker
+        "stripe",
+        "STRIPE_KEY",
+        _B + r"whsec_[A-Za-z0-9+/]{24,128}={0,2}" + _E,
+        0.95,
+        ("whsec_",),
+        _has_digit,
     ),
     TokenRule(
         "anthropic",
@@ -187,6 +223,16 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
         r"|[A-Za-z0-9+/=\s\\:,\-]*)",
         0.99,
         ("PRIVATE KEY",),
+    ),
+    TokenRule(
+        # base64 DER private keys without a PEM header (PKCS#1 RSA, PKCS#8, SEC1
+        # EC), wrapped lines included: "MIIEpAIBAAKCAQEA...", "MHcCAQEEI..."
+        "private_key",
+        "PRIVATE_KEY",
+        _B + r"(?:MII[A-Za-z0-9+/]{3}IBA(?:A[JK]|DANBgkqhkiG9w0BAQEFAAS)|MHcCAQEE)"
+        r"[A-Za-z0-9+/]{20,}(?:(?:\r?\n[ \t]*|\\n)[A-Za-z0-9+/]{16,})*={0,2}",
+        0.9,
+        ("IBAAJ", "IBAAK", "IBADANBgkqhkiG9w0BAQEFAAS", "MHcCAQEE"),
     ),
     TokenRule(
         "private_key",
@@ -258,7 +304,17 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
             (r"da2-[a-z0-9]{26}", ("da2-",), None),
             (r"[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", ("Q~",), None),
             (r"figd_[A-Za-z0-9_\-]{40,}", ("figd_",), None),
-            (r"HRKU-[A-Za-z0-9_\-]{40,}", ("HRKU-",), None),
+            (r"HRKU-[A-Za-z0-9_\-]{36,}", ("HRKU-",), _has_digit),
+            (r"eyJrIjoi[A-Za-z0-9+/=_\-]{40,}", ("eyJrIjoi",), None),
+            (r"TlRMTVNTUAADAAAA[A-Za-z0-9+/]{20,}={0,2}", ("TlRMTVNTUAAD",), None),
+            (r"llx-[A-Za-z0-9_\-]{40,}", ("llx-",), _mixed),
+            (r"NR(?:BR|II|JS|IQ|RA|SP)-[A-Za-z0-9_\-]{19,}",
+             ("NRBR-", "NRII-", "NRJS-", "NRIQ-", "NRRA-", "NRSP-"), _has_digit),
+            (r"[A-Za-z0-9]{36}NRAL", ("NRAL",), _has_digit),
+            (r"1//0[A-Za-z0-9_\-]{40,}", ("1//0",), _mixed),
+            (r"[A-Za-z0-9]{11}AAAAAAAAAA[A-Za-z0-9_\-]{43}", ("AAAAAAAAAA",), _mixed),
+            (r"\d{15,16}\|[A-Za-z0-9_\-]{27,}", ("|",), _mixed),
+            (r"cmVmdGtuOjAxOj[A-Za-z0-9+/=]{40,}", ("cmVmdGtu",), None),
             (r"nf[pc]_[A-Za-z0-9]{36,}", ("nfp_", "nfc_"), None),
             (r"oy2[a-z0-9]{43}", ("oy2",), None),
             (r"cosmo_[a-f0-9]{32}", ("cosmo_",), None),
@@ -292,7 +348,7 @@ _SECRET_WORDS = frozenset(
      "bearer", "privatekey", "accesskey", "secretkey", "clientsecret", "signature",
      "sig", "salt", "cred", "creds", "sessionid", "cookie", "jwt", "otp", "totp",
      "seed", "mnemonic", "encryptionkey", "signingkey", "masterkey", "license",
-     "licensekey", "activationkey", "srt"}
+     "licensekey", "activationkey", "srt", "sercret", "secert", "sekret"}
 )
 #: Two-word combinations that are secrets (``api key``, ``access key``...).
 _SECRET_PAIRS = frozenset(
@@ -326,8 +382,16 @@ _DEFINITELY_NOT = frozenset(
      "authenticated", "authorize", "authorized", "authorizer", "tokenizer",
      "tokens", "tokenize", "tokenized", "passenger", "passengers", "passport",
      "bypass", "compass", "passthrough", "passive", "keyboard", "keyword",
-     "keywords", "secretary", "pinned", "pins"}
+     "keywords", "secretary", "pinned", "pins", "surpass", "overpass", "underpass",
+     "trespass", "encompass", "multipass", "onepass", "twopass", "firstpass",
+     "secondpass", "singlepass", "renderpass", "subpass", "highpass", "lowpass",
+     "bandpass", "allpass"}
 )
+#: Spellings and misspellings of "password": pswd, psswrd, pasword, paasword,
+#: passworsd, passowrd...
+_PASSWORD_LIKE = re.compile(r"pa*s+(?:wo?r?s?d|owr?d)s?")
+#: Word endings that make a compound word a password (``mysqlpass``, ``dbpwd``).
+_PASSWORD_ENDINGS = ("pass", "passwd", "pwd", "pswd")
 
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
@@ -341,6 +405,15 @@ def key_words(key: str) -> list[str]:
     return words
 
 
+def _password_word(word: str) -> bool:
+    """``pswd``, ``paasword``, ``mysqlpass``, ``dbpwd``: a (mis)spelt password."""
+    if _PASSWORD_LIKE.fullmatch(word):
+        return True
+    return len(word) > 4 and word.endswith(_PASSWORD_ENDINGS) and (
+        word not in _DEFINITELY_NOT
+    )
+
+
 def classify_key(key: str) -> str | None:
     """``"PASSWORD"``, ``"SECRET"``, ``"WEAK"`` (a bare ``key``) or None."""
     words = key_words(key)
@@ -351,7 +424,9 @@ def classify_key(key: str) -> str | None:
     if any(w in _DEFINITELY_NOT for w in words):
         return None
     joined = "".join(words)
-    if any(w in _PASSWORD_WORDS for w in words) or "password" in joined:
+    if any(w in _PASSWORD_WORDS or _password_word(w) for w in words) or (
+        "password" in joined
+    ):
         return "PASSWORD"
     if any(w in _SECRET_WORDS for w in words):
         return "SECRET"
@@ -436,16 +511,135 @@ def acceptable_value(
 
 _QUOTE = r"(?:\\?[\"'`]|&quot;)"
 _KEY = r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}"
+#: A quoted value's character: no quote or space; ``&`` only when it does not start
+#: an escaped quote (``&quot;``), so ``"MYPSWRD!@#$%^&*"`` and HTML-escaped values
+#: (``&quot;Dw7^&amp;amp;nd&quot;``) are whole.
+_QCHAR = r"(?:[^\s\"'`\\<>&]|&(?!quot;|#34;|#39;|apos;))"
+#: A bare value's character: ``&`` ends it before the next ``name=`` of a query
+#: string (``X-Amz-Credential=...&X-Amz-Key=...``), not inside ``Tr0ub4dor&3x``.
+_UCHAR = r"(?:[^\s\"'`\\,;<>()\[\]{}&]|&(?![A-Za-z_][\w.\-]{0,40}=))"
+#: A type annotation between key and value: ``passwd: str = "..."``,
+#: ``val password: String = "..."``, ``token: Optional[str] = "..."``.
+_TYPED = (
+    r"\s*:\s*[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?(?:\s*\|\s*[A-Za-z_][\w.]*)*"
+    r"\s*=(?!=)\s*"
+)
 #: ``key <sep> value``: key optionally quoted, ``=``, ``:``, ``:=``, ``=>``, ``==``,
-#: ``->``, or `` is ``/`` are `` (prose). The value is quoted or a bare token.
+#: ``->``, a typed ``: T =``, `` is ``/`` are `` (prose), or plain spaces before a
+#: quoted value (``#define password "..."``). The value is quoted or a bare token.
 _ASSIGN_RE = re.compile(
     r"(?<![A-Za-z0-9_])(?P<kq>" + _QUOTE + r")?(?P<key>" + _KEY + r")(?P=kq)?"
-    r"(?:\s*(?::=|=>|==|!=|->|=|:)\s*|\s+(?:is|are|was)\s+)"
-    r"(?:(?P<q>" + _QUOTE + r")(?P<qval>[^\s\"'`\\<>&]{1,4096}?)(?P=q)"
-    r"|(?P<val>[^\s\"'`\\,;<>()\[\]{}]{1,4096}))"
+    r"(?:(?P<typed>" + _TYPED + r")|\s*(?::=|=>|==|!=|->|=|:)\s*"
+    r"|\s+(?:is|are|was)\s+|(?P<ws>[ \t]+)(?=" + _QUOTE + r"))"
+    r"(?:(?P<q>" + _QUOTE + r")(?P<qval>" + _QCHAR + r"{1,4096}?)(?P=q)"
+    r"|(?P<val>" + _UCHAR + r"{1,4096}))"
 )
+#: ``password Prl23Db#@``, ``LOGIN PASSWORD SqLpa5sW0rD;``, ``PASSWORD(x)``: a
+#: keyword, then spaces or an opening parenthesis, then a bare value (the value
+#: must look like a credential; see ``_credential_like``).
+_LOOSE_RE = re.compile(
+    r"(?P<sep>[ \t]+|[ \t]*\([ \t]*)"
+    r"(?P<val>[^\s\"'`<>()\[\]{},;]{6,128})(?=[\s)\],;]|$)"
+)
+_KEY_ONLY_RE = re.compile(_KEY)
+_PREV_WORD_RE = re.compile(r"([A-Za-z]{2,20})[ \t]+$")
+#: ``<password>...</password>``, ``<token name="t">...</token>``.
+_XML_RE = re.compile(
+    r"<(?P<tag>[A-Za-z_][\w.\-:]{0,63})(?:\s[^<>]{0,300})?>(?P<body>[^<]{1,2048})"
+    r"</(?P=tag)\s*>"
+)
+#: ``key="DbPassword" value="..."`` (.NET config) and ``{"name": "password",
+#: "value": "..."}``.
+_KEY_VALUE_RE = re.compile(
+    r"(?i)\b(?:key|name)\s*[=:]\s*(?P<kq>\\?[\"'])(?P<key>[\w.\-]{1,64})(?P=kq)"
+    r"\s*,?\s*\\?[\"']?value\\?[\"']?\s*[=:]\s*(?P<q>\\?[\"'])"
+    r"(?P<val>[^\"'\s<>\\]{1,512})(?P=q)"
+)
+#: The default of an environment lookup: ``getenv("DB_PASSWORD", "x")``.
+_GETENV_RE = re.compile(
+    r"(?:getenv|environ\.get|env\.get|getProperty|get_env|Getenv|ENV\.fetch)"
+    r"\(\s*(?P<kq>\\?[\"'])?(?P<key>[\w.\-]{1,64})(?P=kq)?\s*,\s*b?"
+    r"(?P<q>\\?[\"'])(?P<val>[^\"'\\\n]{1,256})(?P=q)"
+)
+#: After ``key = getenv(`` (value is a lookup): a default argument or ``or "x"``.
+_ARG_DEFAULT_RE = re.compile(
+    r"\(\s*(?:[^(),\n]|\([^()\n]*\)){1,100}?,\s*b?(?P<q>\\?[\"'])"
+    r"(?P<val>[^\"'\\\n]{1,256})(?P=q)\s*\)"
+)
+_OR_DEFAULT_RE = re.compile(
+    r"\((?:[^()\n]|\([^()\n]*\)){0,120}\)\s*(?:or|\|\||\?\?|\?:)\s*"
+    r"(?P<q>[\"'])(?P<val>[^\"'\n]{1,256})(?P=q)"
+)
+_GETTERS = ("getenv", "get", "getProperty", "get_env", "Getenv", "fetch", "env")
+#: Password words of other languages (no ASCII key pattern covers them).
+_INTL_RE = re.compile(
+    r"(?i)(?P<key>비밀번호|비번|패스워드|암호|토큰|пароль|密码|パスワード|contraseña|"
+    r"mot de passe|senha|kennwort)(?:[ \t]*[:=(：][ \t]*|[ \t]*(?:은|는)[ \t]*|[ \t]+)"
+    r"(?P<val>[^\s\"'`<>()\[\]{},;]{4,128})"
+)
+_KEY_PREFIX = re.compile(r"[A-Za-z_][\w.\-]*[:=]")
+_HEX_LITERAL = re.compile(r"0[xX][0-9a-fA-F]+")
+_PATHISH = re.compile(r"[\w.\-]*/[\w.\-/]*\.[A-Za-z]{1,5}$")
+_KEBAB_LOWER = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+")
+_VERSION = re.compile(r"v?\d+(?:\.\d+)+[\w.\-+]*")
+
+
+_SEQUENCES = (
+    "abcdefghijklmnopqrstuvwxyz",
+    "zyxwvutsrqponmlkjihgfedcba",
+    "0123456789",
+    "9876543210",
+    "qwertyuiop",
+    "asdfghjkl",
+    "zxcvbnm",
+)
+
+
+def has_sequence(value: str, run: int = 5) -> bool:
+    """Whether ``value`` holds a run of ``run`` keyboard or alphabet neighbours
+    (``KLMNO``, ``12345``, ``qwert``): the mark of a hand-made sample key."""
+    low = value.lower()
+    for i in range(len(low) - run + 1):
+        piece = low[i : i + run]
+        if piece.isalnum() and any(piece in seq for seq in _SEQUENCES):
+            return True
+    return False
+
+
+def _credential_like(value: str, family: str, strict: bool) -> bool:
+    """Whether a value that only *follows* a keyword (no ``=``/``:``) is one.
+
+    Prose puts many words after "password" or "token", so the value must look
+    generated: letters and digits for a password (three character classes when
+    ``strict``), three classes, a long hex string, or a long high-entropy run for a
+    secret. Resource names (``db-creds-v2``) and versions are not.
+    """
+    if not 6 <= len(value) <= 128 or value[0] in "-#":
+        return False
+    if _KEY_PREFIX.match(value):
+        return False  # "KEY:abc123": the next key, not this keyword's value
+    if _KEBAB_LOWER.fullmatch(value) or _VERSION.fullmatch(value):
+        return False
+    if _HEX_LITERAL.fullmatch(value) or _PATHISH.search(value):
+        return False  # "#define PASSWORD 0x0dead1beef", "a/x b/tests/secrets_x.py"
+    if family == "SECRET" and has_sequence(value):
+        return False
+    lower = any(ch.islower() for ch in value)
+    upper = any(ch.isupper() for ch in value)
+    digit = _has_digit(value)
+    symbol = any(not ch.isalnum() for ch in value)
+    classes = lower + upper + digit + symbol
+    if family == "PASSWORD" and not strict:
+        return (digit and (lower or upper)) or classes >= 3
+    if classes >= 3:
+        return True
+    if _hex_only(value) and len(value) >= 32:
+        return True
+    return len(value) >= 20 and classes >= 2 and shannon_entropy(value) >= 3.5
+
+
 _CLI_RE = re.compile(
-    r"(?:^|(?<=\s))--?(?P<key>[A-Za-z][A-Za-z0-9_\-]{1,40})(?:\s+|=)"
+    r"(?:^|(?<=\s))--?(?P<key>[A-Za-z][A-Za-z0-9_\-]{1,40})(?:\s+|=)(?!-)"
     r"(?:(?P<q>" + _QUOTE + r")(?P<qval>[^\s\"'`\\]{1,512}?)(?P=q)"
     r"|(?P<val>[^\s\"'`\\,;<>()]{1,512}))"
 )
@@ -462,10 +656,20 @@ _URL_CRED_RE = re.compile(
 _CURL_USER_RE = re.compile(
     r"(?:^|\s)(?:-u|--user)\s+[\"']?[^\s:\"']{1,64}:(?P<value>[^\s\"']{3,256})"
 )
+#: ``mysql -u root -pS3cret`` (attached: ``-p db`` prompts and names a database)
+_MYSQL_P_RE = re.compile(
+    r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?\s-p"
+    r"(?P<q>[\"']?)(?P<value>[^\s\"'\-][^\s\"']{2,255})(?P=q)"
+)
+#: ``sshpass -p x``, ``docker login -u u -p x``
+_LOGIN_P_RE = re.compile(
+    r"\b(?:sshpass|(?:docker|podman|nerdctl|buildah)\s+login|helm\s+registry\s+login)"
+    r"\b[^\n|;&]{0,200}?\s-p\s+(?P<q>[\"']?)(?P<value>[^\s\"'\-][^\s\"']{2,255})(?P=q)"
+)
 _SQL_RE = re.compile(
-    r"(?i)\bidentified\s+(?:with\s+\w+\s+)?by\s+(?:password\s+)?"
-    r"(?P<q>[\"'`]?)(?P<value>[^\s\"'`;]{3,256})(?P=q)"
-    r"|\b(?:encrypted\s+|unencrypted\s+)?password\s+(?P<q2>[\"'])"
+    r"(?i)\bidentified\s+(?:with\s+[\"'`]?\w+[\"'`]?\s+)?(?:by|as)\s+"
+    r"(?:password\s+)?(?P<q>[\"'`]?)(?P<value>[^\s\"'`;]{3,256})(?P=q)"
+    r"|\b(?:encrypted\s+|unencrypted\s+)?password\s*\(?\s*(?P<q2>[\"'])"
     r"(?P<value2>[^\s\"']{3,256})(?P=q2)"
 )
 _SECURE_STRING_RE = re.compile(
@@ -479,14 +683,22 @@ _PRAGMA_RE = re.compile(r"pragma:\s*(?:allowlist|whitelist)[ \-]secret", re.I)
 RULE_NAMES = frozenset(
     {r.name for r in TOKEN_RULES}
     | {"aws_secret_key", "keyword_assignment", "auth_header", "url_credentials",
-       "cli_password", "sql_password"}
+       "cli_password", "sql_password", "high_entropy"}
 )
 
 #: Cheap case-insensitive pre-screen for the context rules.
 _CONTEXT_HINTS = (
-    "pass", "pwd", "pw", "secret", "token", "key", "auth", "bearer", "cred", "://",
+    "pass", "pwd", "pw", "psw", "pasw", "paas", "secret", "sercret", "secert",
+    "sekret", "token", "key", "auth", "bearer", "cred", "://", " -p",
     "identified", "securestring", "-u ", "--user", "sig", "salt", "cookie", "session",
     "otp", "seed", "pin", "srt", "jwt", "license",
+)
+
+
+#: The same for password words of other languages (non-ASCII texts only).
+_INTL_HINTS = (
+    "비밀번호", "비번", "패스워드", "암호", "토큰", "пароль", "密码", "パスワード",
+    "contraseña", "senha", "kennwort", "mot de passe",
 )
 
 
@@ -540,6 +752,7 @@ class SecretDetector:
         self._context = not wanted or bool(
             wanted & {"PASSWORD", "SECRET", "AWS_SECRET_KEY"}
         )
+        self._high_entropy = self._want("SECRET", "high_entropy")
 
     def _want(self, entity_type: str, rule: str) -> bool:
         if rule in self.config.disabled:
@@ -552,7 +765,11 @@ class SecretDetector:
         # Every token format is one run of >= 16 token characters (PEM bodies too),
         # so texts without such a run skip the token rules; the literal
         # pre-screen then runs on the long runs only.
-        runs = _LONG_RUN.findall(text) if self._token_rules else []
+        runs = (
+            _LONG_RUN.findall(text)
+            if self._token_rules or self._high_entropy
+            else []
+        )
         blob = " ".join(runs)
         for rule in self._token_rules if runs else ():
             haystack = text if rule.name == "private_key" else blob
@@ -568,12 +785,25 @@ class SecretDetector:
                         f"secret:{rule.name}",
                     )
                 )
+        if (
+            self._high_entropy
+            and runs
+            and any(len(r) >= _HE_MIN for r in runs)
+        ):
+            out.extend(
+                Detection(a, b, "SECRET", 0.6, "secret:high_entropy")
+                for a, b in high_entropy_tokens(text)
+            )
         if self._context:
             lowered = text.lower()
-            if any(hint in lowered for hint in _CONTEXT_HINTS):
+            if any(hint in lowered for hint in _CONTEXT_HINTS) or (
+                not text.isascii() and any(h in lowered for h in _INTL_HINTS)
+            ):
                 out.extend(self._context_rules(text, lowered))
         if out and self.config.honor_allowlist_pragma and "pragma" in text:
             out = [d for d in out if not _allowlisted(text, d.start)]
+        if out:
+            out.extend(_repeats(text, out))
         return out
 
     # ------------------------------------------------------------------ helpers
@@ -598,26 +828,13 @@ class SecretDetector:
         cfg = self.config
         out: list[Detection] = []
         if "keyword_assignment" not in cfg.disabled:
-            for m in _assignments(text):
-                family = classify_key(m.group("key"))
-                if family is None:
-                    continue
-                quoted = m.group("qval") is not None
-                group = "qval" if quoted else "val"
-                value = m.group(group)
-                start, end = m.span(group)
-                if not quoted:
-                    stripped = value.rstrip(".,:!?" if family != "PASSWORD" else ".,:?")
-                    end -= len(value) - len(stripped)
-                    value = stripped
-                    if text[end : end + 1] in ("(", "["):
-                        continue  # a call or an index, not a literal
+            for family, key, start, end, quoted in _keyed_values(text, lowered):
+                value = text[start:end]
                 min_len, min_ent = cfg.thresholds(family)
                 if acceptable_value(value, family, quoted, min_len, min_ent):
                     score = 0.8 if family != "WEAK" else 0.6
                     self._emit(
-                        out, start, end, family, "keyword_assignment", score,
-                        m.group("key"),
+                        out, start, end, family, "keyword_assignment", score, key
                     )
         if "cli_password" not in cfg.disabled and "-" in text:
             for m in _CLI_RE.finditer(text):
@@ -661,6 +878,15 @@ class SecretDetector:
                 value = m.group(grp)
                 if acceptable_value(value, "PASSWORD", True, 3, 1.0):
                     self._emit(out, *m.span(grp), "PASSWORD", "sql_password", 0.85)
+        if "cli_password" not in cfg.disabled and " -p" in text:
+            for regex in (_MYSQL_P_RE, _LOGIN_P_RE):
+                for m in regex.finditer(text):
+                    value = m.group("value")
+                    quoted = bool(m.group("q"))
+                    if acceptable_value(value, "PASSWORD", quoted, 3, 1.0):
+                        self._emit(
+                            out, *m.span("value"), "PASSWORD", "cli_password", 0.8
+                        )
         if "securestring" in lowered and "cli_password" not in cfg.disabled:
             for m in _SECURE_STRING_RE.finditer(text):
                 value = m.group("value")
@@ -670,40 +896,337 @@ class SecretDetector:
 
 
 _KEY_HINT = re.compile(
-    r"(?i)pass|pwd|pw|secret|token|key|auth|cred|bearer|sig|salt|cookie|session|"
-    r"otp|seed|pin|srt|jwt|license|mnemonic"
+    r"(?i)pass|pwd|pw|ps+w|pa+sw|secret|sercret|secert|sekret|token|key|auth|cred|"
+    r"bearer|sig|salt|cookie|"
+    r"session|otp|seed|pin|srt|jwt|license|mnemonic"
 )
+_KEY_HINT_LOWER = re.compile(_KEY_HINT.pattern.replace("(?i)", "", 1))
 _IDENT_CHARS = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 )
 
 
-def _assignments(text: str) -> list[re.Match[str]]:
-    """``key = value`` matches whose key contains a secret keyword.
+def _key_family(text: str, key: str, key_start: int) -> str | None:
+    """``classify_key``, with a bare ``key`` upgraded by the word before it
+    (``SECRET KEY:``, ``Activation key :``)."""
+    family = classify_key(key)
+    if family == "WEAK" and key.isalpha():
+        prev = _PREV_WORD_RE.search(text, max(0, key_start - 24), key_start)
+        if prev is not None:
+            pair = classify_key(f"{prev.group(1)}_{key}")
+            if pair in ("PASSWORD", "SECRET"):
+                return pair
+    return family
+
+
+def _loose_key(key: str) -> bool:
+    """A key that may name a value without ``=``/``:``: its last word is a
+    password or secret word (``LOGIN PASSWORD x``, ``%define token x``), not a
+    compound that merely contains one (``secrets_collection_test``)."""
+    words = key_words(key)
+    if not words:
+        return False
+    last = words[-1]
+    return (
+        last in _PASSWORD_WORDS or last in _SECRET_WORDS or last == "key"
+        or _password_word(last)
+    )
+
+
+def _bare_value(
+    text: str, value: str, start: int, end: int, family: str
+) -> tuple[int, int] | None:
+    """Trim trailing punctuation off a bare value; None for a call or an index."""
+    stripped = value.rstrip(".,:!?" if family != "PASSWORD" else ".,:?")
+    end -= len(value) - len(stripped)
+    if text[end : end + 1] in ("(", "["):
+        return None
+    return start, end
+
+
+def _lookup_default(text: str, pos: int, value: str) -> re.Match[str] | None:
+    """For ``key = getenv(...)``: the literal default of the lookup, if any."""
+    name = value.rsplit(".", 1)[-1]
+    if name not in _GETTERS:
+        return None
+    return _ARG_DEFAULT_RE.match(text, pos) or _OR_DEFAULT_RE.match(text, pos)
+
+
+def _xml_values(
+    text: str, m: re.Match[str], family: str
+) -> Iterator[tuple[int, int]]:
+    """Value spans of an XML element's text: one token, or (secrets) one per line
+    of a wrapped token; surrounding quotes and blanks are not part of it."""
+    body_start = m.start("body")
+    body = m.group("body")
+    pieces = [(lm.start(), lm.end()) for lm in re.finditer(r"[^\s\"']+", body)]
+    if not pieces:
+        return
+    if len(pieces) > 1:
+        if family == "PASSWORD" or body.count("\n") < len(pieces) - 1:
+            return  # prose ("Password for authorization"), not a value
+        if not all(re.fullmatch(r"[A-Za-z0-9+/=_\-.]+", body[a:b]) for a, b in pieces):
+            return
+    for a, b in pieces:
+        yield body_start + a, body_start + b
+
+
+def _keyed_values(
+    text: str, lowered: str
+) -> Iterator[tuple[str, str, int, int, bool]]:
+    """``(family, key, start, end, quoted)`` of each value a secret keyword names.
 
     Anchored at keyword hits (not a scan over every identifier), which is faster
-    and never lets a harmless ``config: password=...`` swallow the real pair.
+    and never lets a harmless ``config: password=...`` swallow the real pair. At
+    each hit, in order: ``key <sep> value`` (``_ASSIGN_RE``), an XML element named
+    by the key, a lookup default (``PW = getenv("X", "dflt")``), and a loose
+    ``keyword value`` whose value must look generated (``_credential_like``).
     """
-    out = []
     done = -1
-    for hit in _KEY_HINT.finditer(text):
+    # the case-insensitive scan is several times faster on lower-cased text
+    if len(lowered) == len(text):
+        hits = _KEY_HINT_LOWER.finditer(lowered)
+    else:  # a few letters lower-case to two characters: offsets would shift
+        hits = _KEY_HINT.finditer(text)
+    for hit in hits:
         start = hit.start()
         if start < done:
             continue
         while start > 0 and text[start - 1] in _IDENT_CHARS:
             start -= 1
+        while start < hit.start() and text[start] in "-.":
+            start += 1  # "-Password:x", "--pw:x": a flag dash is not the key
+        key_start = start
         if start > 0 and text[start - 1] in "\"'`":
             start -= 1
             if start > 0 and text[start - 1] == "\\":
                 start -= 1
         elif text.startswith("&quot;", max(0, start - 6)) and start >= 6:
             start -= 6
+        if key_start > 0 and text[key_start - 1] == "<":
+            xm = _XML_RE.match(text, key_start - 1)
+            if xm is not None:
+                tag = xm.group("tag").rsplit(":", 1)[-1]
+                family = classify_key(tag)
+                if family is not None:
+                    for v_start, v_end in _xml_values(text, xm, family):
+                        yield family, tag, v_start, v_end, True
+                done = xm.end("tag")
+                continue
         m = _ASSIGN_RE.match(text, start)
-        if m is None:
+        if m is not None:
+            done = m.end("key")
+            key = m.group("key")
+            family = _key_family(text, key, m.start("key"))
+            if family is None:
+                continue
+            quoted = m.group("qval") is not None
+            if quoted:
+                if m.group("ws") is not None and not _credential_like(
+                    m.group("qval"), family, False
+                ):
+                    continue
+                yield family, key, *m.span("qval"), True
+                continue
+            value = m.group("val")
+            if text[m.end("val") : m.end("val") + 1] == "(":
+                dm = _lookup_default(text, m.end("val"), value)
+                if dm is not None:
+                    yield family, key, *dm.span("val"), True
+                continue
+            span = _bare_value(text, value, *m.span("val"), family)
+            if span is not None:
+                yield family, key, *span, False
+            continue
+        km = _KEY_ONLY_RE.match(text, key_start)
+        if km is None:
             done = hit.end()
             continue
-        out.append(m)
-        done = m.end("key")
+        done = km.end()
+        lm = _LOOSE_RE.match(text, km.end())
+        if lm is None:
+            continue
+        key = km.group(0)
+        if "." in key or not _loose_key(key):
+            continue
+        family = _key_family(text, key, key_start)
+        if family not in ("PASSWORD", "SECRET"):
+            continue
+        value = lm.group("val")
+        span = _bare_value(text, value, *lm.span("val"), family)
+        if span is None:
+            continue
+        value = text[span[0] : span[1]]
+        strict = "(" in lm.group("sep") or key.lower() in ("pass", "pw", "pin")
+        if _credential_like(value, family, strict):
+            yield family, key, *span, False
+    if "value" in lowered:
+        for m in _KEY_VALUE_RE.finditer(text):
+            family = classify_key(m.group("key"))
+            if family is not None:
+                yield family, m.group("key"), *m.span("val"), True
+    if "env" in lowered or "getproperty" in lowered:
+        for m in _GETENV_RE.finditer(text):
+            family = classify_key(m.group("key"))
+            if family in ("PASSWORD", "SECRET"):
+                yield family, m.group("key"), *m.span("val"), True
+    if not text.isascii():
+        for m in _INTL_RE.finditer(text):
+            value = m.group("val")
+            span = _bare_value(text, value, *m.span("val"), "PASSWORD")
+            family = "SECRET" if m.group("key") == "토큰" else "PASSWORD"
+            if span is not None and _credential_like(
+                text[span[0] : span[1]], family, False
+            ):
+                yield family, m.group("key"), *span, False
+
+
+# ------------------------------------------------------ keyword-less high entropy
+
+_HE_MIN = 32
+#: A standalone base64/base64url run of 32-100 characters (not part of a longer
+#: token, a path, a dotted name or a URL-encoded string).
+_HE_RE = re.compile(
+    r"(?<![A-Za-z0-9+/_\-.%\\])[A-Za-z0-9+/_\-]{32,100}={0,2}"
+    r"(?![A-Za-z0-9+/=_\-.%])"
+)
+_HE_PREFIX = re.compile(r"[a-z]{2,12}[_\-]|sha\d|md5|[A-Za-z]+://")
+_HE_PRINTABLE = re.compile(rb"[\t\n\r -~]+")
+_B64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*")
+
+
+def _b64_kind(value: str) -> str:
+    """What base64 ``value`` decodes to: ``"hex"`` (``!!binary`` of a hex secret),
+    ``"text"`` (encoded prose, JSON or headers, not a key; also a piece cut out
+    of a longer encoded text at any alignment) or ``"binary"``."""
+    raw = value.replace("-", "+").replace("_", "/").rstrip("=")
+    for offset in range(4):
+        piece = raw[offset:]
+        piece = piece[: len(piece) // 4 * 4]
+        try:
+            decoded = base64.b64decode(piece, validate=True)
+        except (binascii.Error, ValueError):
+            return "binary"
+        if offset == 0 and re.fullmatch(rb"[0-9a-fA-F]{16,}", decoded):
+            return "hex"
+        # random bytes hold a 10-byte printable run at ~1% of tokens
+        if any(len(run) >= 10 for run in _HE_PRINTABLE.findall(decoded)):
+            return "text"
+    return "binary"
+
+
+def _in_wrapped_block(text: str, start: int, end: int) -> bool:
+    """Whether the token is one line of a wrapped base64 block (a certificate,
+    an embedded file): the lines above or below are base64 too."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    if text[line_start:start].strip() or text[end:line_end].strip():
+        return False
+    if line_start > 0:
+        prev_start = text.rfind("\n", 0, line_start - 1) + 1
+        if _B64_LINE.fullmatch(text, prev_start, line_start - 1):
+            return True
+    if line_end < len(text):
+        next_end = text.find("\n", line_end + 1)
+        next_end = len(text) if next_end < 0 else next_end
+        if _B64_LINE.fullmatch(text, line_end + 1, next_end):
+            return True
+    return False
+
+
+def _char_class(ch: str) -> int:
+    if ch.islower():
+        return 0
+    if ch.isupper():
+        return 1
+    return 2 if ch.isdigit() else 3
+
+
+def switch_ratio(value: str) -> float:
+    """Share of neighbouring characters of different classes (lower, upper,
+    digit, other): ~0.65 for random base64, ~0.3 for ``CamelCaseNames2024``."""
+    if len(value) < 2:
+        return 0.0
+    classes = [_char_class(ch) for ch in value]
+    switches = sum(a != b for a, b in zip(classes, classes[1:], strict=False))
+    return switches / (len(value) - 1)
+
+
+def high_entropy_tokens(text: str) -> list[tuple[int, int]]:
+    """Spans of keyword-less random-looking tokens (``mimi=gX69YO4C...``).
+
+    Conservative, because agent text is full of ids and hashes: upper case, lower
+    case and digits, Shannon entropy >= 4.2 bits per character, no hex (hashes,
+    commit ids, UUIDs), frequent switches between character classes (not
+    ``CamelCaseNames2024``), no ``word_``/``word-`` prefix (``chatcmpl-...``,
+    vendor formats have their own rules), no path pieces (``__``, ``/x/y``), not
+    base64 of readable text, not a line of a wrapped base64 block.
+    """
+    out = []
+    for m in _HE_RE.finditer(text):
+        value = m.group(0)
+        core = value.rstrip("=")
+        if not (
+            any(ch.islower() for ch in core)
+            and any(ch.isupper() for ch in core)
+            and _has_digit(core)
+        ):
+            continue
+        if _hex_only(core.replace("-", "")) or "__" in core or _HE_PREFIX.match(core):
+            continue
+        if core.count("/") > 2 or core.startswith("/") or core.count("-") > 3:
+            continue
+        if len(value) in (64, 76) and ("+" in value or "/" in value):
+            continue  # the line width of wrapped base64 (signatures, certificates)
+        if switch_ratio(core) < 0.45 or has_sequence(core):
+            continue
+        if _in_wrapped_block(text, m.start(), m.end()):
+            continue
+        kind = _b64_kind(core)
+        if kind == "text" or shannon_entropy(core) < (3.8 if kind == "hex" else 4.2):
+            continue
+        out.append(m.span())
+    return out
+
+
+#: Types whose value a keyword named (not a self-identifying format).
+_KEYED_TYPES = frozenset({"PASSWORD", "SECRET", "AWS_SECRET_KEY"})
+_MAX_REPEATED_VALUES = 64
+
+
+def _token_char(ch: str) -> bool:
+    return ch.isascii() and (ch.isalnum() or ch == "_")
+
+
+def _repeats(text: str, found: list[Detection]) -> list[Detection]:
+    """Other occurrences of a keyword-named secret value in the same text.
+
+    ``password: Prl23Db#@`` makes every other standalone ``Prl23Db#@`` in the text
+    the same password (``root/Prl23Db#@``, a log line echoing it): one placeholder
+    for all of them, or the value survives next to its own placeholder.
+    """
+    spans = {(d.start, d.end) for d in found}
+    values: dict[str, str] = {}
+    for d in found:
+        if d.entity_type not in _KEYED_TYPES or d.end - d.start < 6:
+            continue
+        value = text[d.start : d.end]
+        if value.isalpha() or value in values:
+            continue
+        values[value] = d.entity_type
+        if len(values) >= _MAX_REPEATED_VALUES:
+            break
+    out: list[Detection] = []
+    for value, etype in values.items():
+        pos = text.find(value)
+        while pos >= 0:
+            end = pos + len(value)
+            if (pos, end) not in spans and not (
+                pos > 0 and _token_char(text[pos - 1])
+            ) and not (end < len(text) and _token_char(text[end])):
+                out.append(Detection(pos, end, etype, 0.75, "secret:repeated_value"))
+            pos = text.find(value, end)
     return out
 
 

@@ -85,3 +85,86 @@ STAGE_COUNTERS: list[Callable[[StagedCounts], StageCount]] = [
     validate_count,
     redact_count,
 ]
+
+
+def ledger_count(c: StagedCounts) -> StageCount:
+    """Unit: session; each gets one session-scope ledger entry or a dead letter."""
+    distinct = "count(DISTINCT session_id)"
+    return StageCount(
+        stage="ledger",
+        records_in=c._value("sessions", distinct),
+        records_out=c._value("compression_ledger", distinct, "scope = 'session'"),
+        dead=c.dead("ledger"),
+    )
+
+
+STAGE_COUNTERS.append(ledger_count)
+
+
+def memory_extract_count(c: StagedCounts) -> StageCount:
+    """Unit: memory source record, i.e. a redacted message or a line of a consent /
+    system-record input file. Each message is scanned (``memory_extractions``)
+    or is a ``memory_extract`` dead letter; each input line is a consent event,
+    a system record or a ``memory_inputs`` dead letter."""
+    lines_out = c.rows("consent") + c.total(
+        "memory_inputs", "records_out", "kind = 'system_records'"
+    )
+    return StageCount(
+        stage="memory_extract",
+        records_in=c.rows("messages") + c.total("memory_inputs", "records_in"),
+        records_out=c.total("memory_extractions", "messages_scanned") + lines_out,
+        dead=c.dead("memory_extract") + c.dead("memory_inputs"),
+    )
+
+
+def memory_gate_count(c: StagedCounts) -> StageCount:
+    """Unit: memory candidate; stored, or rejected with a reason (counted in
+    ``dead`` with the gate's dead letters)."""
+    return StageCount(
+        stage="memory_gate",
+        records_in=c.total("memory_extractions", "candidates")
+        + c.total("memory_inputs", "records_out", "kind = 'system_records'"),
+        records_out=c.rows("memories"),
+        dead=c.rows("memory_rejections") + c.dead("memory_gate"),
+    )
+
+
+STAGE_COUNTERS.extend([memory_extract_count, memory_gate_count])
+
+
+def evidence_docs_count(c: StagedCounts) -> StageCount:
+    """Unit: document file; each becomes a ``documents`` version (or tombstone)
+    or an ``evidence_docs`` dead letter."""
+    return StageCount(
+        stage="evidence_docs",
+        records_in=c.rows("document_files"),
+        records_out=c.rows("documents", "kind = 'document'"),
+        dead=c.dead("evidence_docs"),
+    )
+
+
+def evidence_artifacts_count(c: StagedCounts) -> StageCount:
+    """Unit: distinct tool artifact of the run; each becomes a ``tool_artifact``
+    version or an ``evidence_artifacts`` dead letter."""
+    return StageCount(
+        stage="evidence_artifacts",
+        records_in=c._value("artifacts", "count(DISTINCT artifact_id)"),
+        records_out=c.rows("documents", "kind = 'tool_artifact'"),
+        dead=c.dead("evidence_artifacts"),
+    )
+
+
+def evidence_embed_count(c: StagedCounts) -> StageCount:
+    """Unit: chunk; every chunk a version announced is stored with its vector
+    (reused or new) or is an ``evidence_embed`` dead letter."""
+    return StageCount(
+        stage="evidence_embed",
+        records_in=c.total("documents", "chunk_count"),
+        records_out=c.rows("evidence_chunks"),
+        dead=c.dead("evidence_embed"),
+    )
+
+
+STAGE_COUNTERS.extend(
+    [evidence_docs_count, evidence_artifacts_count, evidence_embed_count]
+)

@@ -57,10 +57,12 @@ def test_first_run_commits_one_balanced_snapshot(nightly):
     manifest = result.manifest
     assert manifest is not None and manifest.status == "committed"
     assert manifest.snapshot_id is not None
-    assert [c.stage for c in manifest.stage_counts] == ["ingest", "validate", "redact"]
+    stages = [c.stage for c in manifest.stage_counts]
+    assert stages[:3] == ["ingest", "validate", "redact"]
+    assert len(stages) == len(set(stages))
     for count in manifest.stage_counts:
         assert count.records_in == count.records_out + count.dead, count
-        assert count.records_in > 0
+    assert all(c.records_in > 0 for c in manifest.stage_counts[:3])
     with Warehouse.open(warehouse) as wh:
         counts = wh.row_counts()
         assert wh.current_snapshot() == manifest.snapshot_id

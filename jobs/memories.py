@@ -1,0 +1,57 @@
+"""``ctxledger memories``: what a context builder would get for a subject.
+
+Runs ``Warehouse.memories`` (the ``memories_served`` SQL macro) and prints facts,
+hypotheses and conflicts with their provenance.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def show_memories(
+    warehouse: str | Path,
+    tenant_id: str,
+    subject_id: str,
+    purpose: str,
+    console: Console,
+    *,
+    at: datetime | None = None,
+    policy_file: str | Path | None = None,
+    catalog: str | None = None,
+    data_path: str | None = None,
+) -> None:
+    """Print the served memories of one subject for one purpose."""
+    from schemas.policy import load_policy
+    from warehouse.catalog import Warehouse
+    from warehouse.memory_api import memories
+
+    settings = load_policy(policy_file).memory
+    with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
+        view = memories(wh, tenant_id, subject_id, purpose, at, settings=settings)
+    if not view.items:
+        console.print("no memories served (none stored, expired, or no live basis)")
+        return
+    table = Table(title=f"memories of {subject_id} for {purpose}")
+    for column in ("as", "kind", "source", "text", "provenance", "expires"):
+        table.add_column(column)
+    for item in view.items:
+        prov = item.provenance or {}
+        where = (
+            f"turn {prov.get('turn')} {prov.get('message_id')}"
+            if prov.get("message_id")
+            else str(prov.get("input_ref"))
+        )
+        table.add_row(
+            item.served_as,
+            item.kind,
+            item.source,
+            item.text,
+            where,
+            str(item.expires_at)[:10],
+        )
+    console.print(table)

@@ -1,0 +1,287 @@
+"""Section-aware chunking of (redacted) markdown and plain text.
+
+The text is cut into blocks first (ATX and one-line setext headings, fenced code,
+paragraphs separated by blank lines), then blocks are packed into chunks:
+
+* a heading always starts a new chunk and sets the chunk's ``section_path`` (the
+  titles of the enclosing headings); a heading directly followed by a deeper
+  heading rides along with it, so no chunk is a bare title;
+* paragraphs of one section are packed while the chunk stays within
+  ``max_tokens`` (cl100k, counted on the exact chunk text);
+* a block larger than ``max_tokens`` is split at line ends, then at spaces, then
+  (for one enormous token run) at a character position;
+* a trailing piece under ``min_tokens`` joins the previous chunk of the same
+  section when the result still fits.
+
+Every chunk is a span ``[char_start, char_end)`` of the input, so
+``text[char_start:char_end]`` is the chunk text exactly and a quote can be cited.
+Chunks never start or end with whitespace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipelines.ingest.tokens import count_tokens
+
+#: Bump when the chunking rules change (stored with every document version).
+CHUNKER_VERSION = "sections-1"
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+
+TokenCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Block:
+    """A span of the text: a heading (with level and title), code or paragraph."""
+
+    kind: str  # "heading" | "code" | "paragraph"
+    start: int
+    end: int
+    level: int = 0
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """One chunk: its span, the heading path above it, and its token count."""
+
+    char_start: int
+    char_end: int
+    section_path: tuple[str, ...]
+    token_count: int
+    starts_section: bool = False
+
+
+@dataclass
+class _Open:
+    start: int
+    end: int
+    path: tuple[str, ...]
+    starts_section: bool
+    headings_only: bool = True
+
+
+def _lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every line, ``end`` excluding the newline."""
+    out = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.rstrip("\r\n")
+        out.append((pos, pos + len(stripped)))
+        pos += len(line)
+    return out
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def parse_blocks(text: str) -> list[Block]:
+    """Headings, fenced code and paragraphs of ``text``, in order."""
+    blocks: list[Block] = []
+    lines = _lines(text)
+    i = 0
+    para: list[tuple[int, int]] = []
+
+    def flush_para() -> None:
+        if para:
+            start, end = _trim(text, para[0][0], para[-1][1])
+            if end > start:
+                blocks.append(Block("paragraph", start, end))
+            para.clear()
+
+    while i < len(lines):
+        start, end = lines[i]
+        line = text[start:end]
+        if not line.strip():
+            flush_para()
+            i += 1
+            continue
+        fence = _FENCE.match(line)
+        if fence:
+            flush_para()
+            marker = fence.group(1)
+            j = i + 1
+            while j < len(lines):
+                closing = text[lines[j][0] : lines[j][1]].strip()
+                if closing.startswith(marker[0] * len(marker)) and not closing.strip(
+                    marker[0]
+                ):
+                    break
+                j += 1
+            last = min(j, len(lines) - 1)
+            b_start, b_end = _trim(text, start, lines[last][1])
+            blocks.append(Block("code", b_start, b_end))
+            i = last + 1
+            continue
+        atx = _ATX.match(line)
+        if atx:
+            flush_para()
+            b_start, b_end = _trim(text, start, end)
+            title = (atx.group(2) or "").strip()
+            blocks.append(Block("heading", b_start, b_end, len(atx.group(1)), title))
+            i += 1
+            continue
+        if (
+            len(para) == 1
+            and _SETEXT.match(line)
+            and text[para[0][0] : para[0][1]].strip()
+        ):
+            level = 1 if line.strip().startswith("=") else 2
+            title = text[para[0][0] : para[0][1]].strip()
+            b_start, b_end = _trim(text, para[0][0], end)
+            para.clear()
+            blocks.append(Block("heading", b_start, b_end, level, title))
+            i += 1
+            continue
+        para.append((start, end))
+        i += 1
+    flush_para()
+    return blocks
+
+
+def split_oversized(
+    text: str, start: int, end: int, max_tokens: int, count: TokenCounter
+) -> list[tuple[int, int]]:
+    """Cut ``text[start:end]`` into trimmed spans of at most ``max_tokens`` each:
+    at line ends first, then at spaces, then at a character position."""
+    start, end = _trim(text, start, end)
+    if end <= start:
+        return []
+    if count(text[start:end]) <= max_tokens:
+        return [(start, end)]
+    for pattern in (r"\n", r"[ \t]+"):
+        cuts = sorted(
+            {start + m.end() for m in re.finditer(pattern, text[start:end])} - {end}
+        )
+        if not cuts:
+            continue
+        bounds = [start, *cuts, end]
+        pieces: list[tuple[int, int]] = []
+        piece_start, piece_end = bounds[0], bounds[1]
+        for unit_start, unit_end in zip(bounds[1:-1], bounds[2:], strict=True):
+            if count(text[piece_start:unit_end]) <= max_tokens:
+                piece_end = unit_end
+            else:
+                pieces.append((piece_start, piece_end))
+                piece_start, piece_end = unit_start, unit_end
+        pieces.append((piece_start, piece_end))
+        out: list[tuple[int, int]] = []
+        for s, e in pieces:  # a single unit may still be too big: go deeper
+            out.extend(split_oversized(text, s, e, max_tokens, count))
+        return out
+    out = []  # one run without spaces (a key, a blob): cut by characters
+    pos = start
+    while pos < end:
+        lo, hi = pos + 1, end
+        while lo < hi:  # the longest piece that fits
+            mid = (lo + hi + 1) // 2
+            if count(text[pos:mid]) <= max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        out.append((pos, lo))
+        pos = lo
+    return out
+
+
+def chunk_text(
+    text: str,
+    max_tokens: int = 200,
+    min_tokens: int = 40,
+    count: TokenCounter = count_tokens,
+) -> list[ChunkSpan]:
+    """Section-aware chunks of ``text`` (see the module docstring)."""
+    chunks: list[ChunkSpan] = []
+    stack: list[tuple[int, str]] = []
+    current: _Open | None = None
+
+    def emit(start: int, end: int, starts_section: bool) -> None:
+        path = tuple(title for _, title in stack)
+        chunks.append(
+            ChunkSpan(start, end, path, count(text[start:end]), starts_section)
+        )
+
+    def close() -> None:
+        nonlocal current
+        if current is not None:
+            emit(current.start, current.end, current.starts_section)
+        current = None
+
+    for block in parse_blocks(text):
+        if block.kind == "heading":
+            if current is not None and not current.headings_only:
+                close()
+            while stack and stack[-1][0] >= block.level:
+                stack.pop()
+            stack.append((block.level, block.title))
+            if current is None:
+                current = _Open(block.start, block.end, (), True)
+            else:  # a heading right under a heading: keep them together
+                current.end = block.end
+            if count(text[current.start : current.end]) > max_tokens:
+                for s, e in split_oversized(
+                    text, current.start, current.end, max_tokens, count
+                ):
+                    emit(s, e, True)
+                current = None
+            continue
+        if current is not None and count(text[current.start : block.end]) <= max_tokens:
+            current.end = block.end
+            current.headings_only = False
+            continue
+        pieces = split_oversized(text, block.start, block.end, max_tokens, count)
+        if (
+            current is not None
+            and current.headings_only
+            and count(text[current.start : pieces[0][1]]) <= max_tokens
+        ):
+            current.end = pieces.pop(0)[1]  # the heading takes what fits
+        close()
+        for s, e in pieces:
+            close()
+            current = _Open(s, e, (), False, headings_only=False)
+        # the last piece stays open so that the next paragraphs can join it
+    close()
+    return _merge_small(text, chunks, max_tokens, min_tokens, count)
+
+
+def _merge_small(
+    text: str,
+    chunks: list[ChunkSpan],
+    max_tokens: int,
+    min_tokens: int,
+    count: TokenCounter,
+) -> list[ChunkSpan]:
+    """Join a small chunk to the previous one of the same section if it fits."""
+    out: list[ChunkSpan] = []
+    for chunk in chunks:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and chunk.token_count < min_tokens
+            and not chunk.starts_section
+            and prev.section_path == chunk.section_path
+        ):
+            merged = count(text[prev.char_start : chunk.char_end])
+            if merged <= max_tokens:
+                out[-1] = ChunkSpan(
+                    prev.char_start,
+                    chunk.char_end,
+                    prev.section_path,
+                    merged,
+                    prev.starts_section,
+                )
+                continue
+        out.append(chunk)
+    return out

@@ -1,0 +1,390 @@
+"""Build evidence records from a document file or a tool artifact (no Beam here).
+
+Documents are redacted before anything else is derived from them: the body is
+cut at blank lines, each piece goes through the redaction policy (the same one
+transcripts use; unchanged paragraphs of a new version hit the redactor's cache),
+and the redacted pieces are joined back with the original separators. Chunks
+are spans of that redacted body. Embeddings are attached later (``embed``), so
+this module yields ``ChunkDraft`` s: chunks without their vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipelines.evidence.chunking import CHUNKER_VERSION, chunk_text
+from pipelines.evidence.landing import (
+    DocItem,
+    MetadataError,
+    read_sidecar,
+    resolve_metadata,
+    split_front_matter,
+)
+from pipelines.ingest.tokens import count_tokens
+from schemas import Artifact, DeadLetter, PiiFinding, content_hash
+from schemas.evidence import DocumentFile, DocumentVersion, EvidenceChunk
+from schemas.policy import Policy
+
+STAGE_DOCS = "evidence_docs"
+STAGE_ARTIFACTS = "evidence_artifacts"
+STAGE_EMBED = "evidence_embed"
+
+#: Effective date of tool artifacts whose messages carry no timestamp.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_BLANK = re.compile(r"\n[ \t]*\r?\n(?:[ \t]*\r?\n)*")
+
+
+class RedactionLike(Protocol):
+    text: str
+    findings: Sequence[PiiFinding]
+
+
+RedactFn = Callable[[list[tuple[str, str]]], list[RedactionLike]]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The run a record is built in (ids never depend on it)."""
+
+    run_id: str
+    policy_version: str
+    job_version: str
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    """An ``EvidenceChunk`` before its embedding is known."""
+
+    fields: dict[str, Any]
+
+    @property
+    def tenant_id(self) -> str:
+        return self.fields["tenant_id"]
+
+    @property
+    def content_hash(self) -> str:
+        return self.fields["content_hash"]
+
+    @property
+    def text(self) -> str:
+        return self.fields["text"]
+
+    @property
+    def embed_key(self) -> tuple[str, str]:
+        """What embedding reuse keys on: the tenant and the text's hash."""
+        return (self.tenant_id, self.content_hash)
+
+    def complete(
+        self, embedding: Sequence[float], model: str, reused: bool
+    ) -> EvidenceChunk:
+        return EvidenceChunk(
+            **self.fields,
+            embedding=[float(v) for v in embedding],
+            embed_model=model,
+            embedding_reused=reused,
+        )
+
+
+@dataclass
+class BuiltSource:
+    """What one document file or artifact produced."""
+
+    file: DocumentFile | None = None
+    version: DocumentVersion | None = None
+    chunks: list[ChunkDraft] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+
+
+def as_utc(when: datetime) -> datetime:
+    """``when`` as an aware UTC datetime (naive values are taken as UTC)."""
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    return when.astimezone(UTC)
+
+
+def text_hash(text: str) -> str:
+    """Hash a chunk's (or document's) text: the key of embedding reuse."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def evidence_dead_letter(
+    stage: str,
+    tenant_id: str,
+    source_file: str,
+    source_hash: str,
+    offset: str,
+    code: str,
+    message: str,
+    run: RunInfo,
+) -> DeadLetter:
+    """A dead letter of an evidence stage (never holds the document text)."""
+    return DeadLetter(
+        dead_letter_id=content_hash(
+            tenant_id, source_hash, stage, offset, code, prefix="dl_"
+        ),
+        run_id=run.run_id,
+        stage=stage,
+        tenant_id=tenant_id,
+        source_file=source_file,
+        source_offset=offset,
+        reason_code=code,
+        message=message,
+        job_version=run.job_version,
+    )
+
+
+def redact_body(body: str, redact: RedactFn) -> tuple[str, list[PiiFinding]]:
+    """Redact ``body`` paragraph by paragraph; findings point into the result."""
+    pieces: list[tuple[int, int]] = []
+    pos = 0
+    for match in _BLANK.finditer(body):
+        pieces.append((pos, match.start()))
+        pos = match.end()
+    pieces.append((pos, len(body)))
+    texts = [body[s:e] for s, e in pieces]
+    wanted = [(i, t) for i, t in enumerate(texts) if t.strip()]
+    results = list(redact([("document", t) for _, t in wanted])) if wanted else []
+    if len(results) != len(wanted):
+        raise ValueError("redactor returned a different number of texts")
+    redacted = dict(enumerate(texts))
+    found: dict[int, Sequence[PiiFinding]] = {}
+    for (i, _), result in zip(wanted, results, strict=True):
+        redacted[i] = result.text
+        found[i] = result.findings
+    out: list[str] = []
+    findings: list[PiiFinding] = []
+    offset = 0
+    for i, (start, _end) in enumerate(pieces):
+        if i:
+            separator = body[pieces[i - 1][1] : start]
+            out.append(separator)
+            offset += len(separator)
+        for finding in found.get(i, ()):
+            findings.append(
+                finding.model_copy(
+                    update={
+                        "field": "document",
+                        "start": finding.start + offset,
+                        "end": finding.end + offset,
+                    }
+                )
+            )
+        out.append(redacted[i])
+        offset += len(redacted[i])
+    return "".join(out), findings
+
+
+def chunk_drafts(
+    version: DocumentVersion,
+    text: str,
+    policy: Policy,
+    section_root: Sequence[str] = (),
+) -> list[ChunkDraft]:
+    """Chunks of a version's redacted ``text`` (ids are content hashes)."""
+    bounds = policy.evidence.chunking
+    drafts = []
+    for ordinal, span in enumerate(
+        chunk_text(text, bounds.max_tokens, bounds.min_tokens)
+    ):
+        chunk = text[span.char_start : span.char_end]
+        digest = text_hash(chunk)
+        drafts.append(
+            ChunkDraft(
+                {
+                    "chunk_id": content_hash(
+                        version.tenant_id,
+                        version.doc_version_id,
+                        ordinal,
+                        span.char_start,
+                        digest,
+                        prefix="chk_",
+                    ),
+                    "doc_version_id": version.doc_version_id,
+                    "tenant_id": version.tenant_id,
+                    "doc_id": version.doc_id,
+                    "doc_version": version.version,
+                    "kind": version.kind,
+                    "acl": list(version.acl),
+                    "trust": version.trust,
+                    "effective_from": version.effective_from,
+                    "ordinal": ordinal,
+                    "section_path": [*section_root, *span.section_path],
+                    "char_start": span.char_start,
+                    "char_end": span.char_end,
+                    "text": chunk,
+                    "content_hash": digest,
+                    "token_count": span.token_count,
+                    "policy_version": version.policy_version,
+                    "run_id": version.run_id,
+                }
+            )
+        )
+    return drafts
+
+
+def build_document(
+    item: DocItem, policy: Policy, redact: RedactFn, run: RunInfo
+) -> BuiltSource:
+    """Read, redact and chunk one document file (or tombstone).
+
+    Every item yields a ``DocumentFile`` plus either a ``DocumentVersion`` (with
+    its chunks) or a dead letter: bad metadata, unreadable or non-UTF-8 bytes,
+    a file that changed since discovery, or a redaction failure.
+    """
+    settings = policy.evidence.documents
+
+    def fail(code: str, message: str) -> BuiltSource:
+        return BuiltSource(
+            file=DocumentFile(
+                file_hash=item.file_hash,
+                path=item.rel_path,
+                tenant_id=item.tenant_id,
+                size_bytes=item.size_bytes,
+                status="processed",
+                dead=1,
+                run_id=run.run_id,
+            ),
+            dead_letters=[
+                evidence_dead_letter(
+                    STAGE_DOCS,
+                    item.tenant_id,
+                    item.rel_path,
+                    item.file_hash,
+                    "file",
+                    code,
+                    message,
+                    run,
+                )
+            ],
+        )
+
+    if item.size_bytes > policy.limits.max_record_bytes:
+        return fail("document_too_large", "document exceeds limits.max_record_bytes")
+    raw = ""
+    if not item.tombstone:
+        try:
+            data = Path(item.path or "").read_bytes()
+        except OSError as exc:
+            return fail("file_unreadable", f"{type(exc).__name__}")
+        try:
+            raw = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return fail("not_utf8", "document is not UTF-8 text")
+    try:
+        sidecar = read_sidecar(item.sidecar) if item.sidecar else {}
+        front, body_start = split_front_matter(raw) if raw else ({}, 0)
+        meta = resolve_metadata(
+            item,
+            front,
+            sidecar,
+            settings.default_acl,
+            settings.default_trust,
+            fallback_version=f"sha-{item.file_hash[:8]}",
+        )
+    except (MetadataError, OSError, UnicodeDecodeError) as exc:
+        return fail("bad_metadata", str(exc)[:200])
+    body = raw[body_start:]
+    try:
+        redacted, findings = redact_body(body, redact) if body.strip() else ("", [])
+        title = meta.title
+        if title:
+            title = redact([("title", title)])[0].text
+    except Exception as exc:  # noqa: BLE001 - terminal for this document
+        return fail("redaction_failed", f"redactor raised {type(exc).__name__}")
+    doc_version_id = content_hash(
+        meta.tenant_id, meta.doc_id, meta.version, item.file_hash, prefix="dv_"
+    )
+    version = DocumentVersion(
+        doc_version_id=doc_version_id,
+        tenant_id=meta.tenant_id,
+        doc_id=meta.doc_id,
+        kind="document",
+        version=meta.version,
+        version_sort=meta.version_sort,
+        effective_from=meta.effective_from,
+        deleted=meta.deleted,
+        title=title,
+        acl=list(meta.acl),
+        trust=meta.trust,  # type: ignore[arg-type]
+        authority=meta.authority,
+        source_path=item.rel_path,
+        source_hash=item.file_hash,
+        text="" if meta.deleted else redacted,
+        text_hash=text_hash(redacted),
+        char_count=0 if meta.deleted else len(redacted),
+        token_count=0 if meta.deleted else count_tokens(redacted),
+        pii=[] if meta.deleted else findings,
+        metadata_source=meta.source,  # type: ignore[arg-type]
+        policy_version=run.policy_version,
+        chunker_version=CHUNKER_VERSION,
+        run_id=run.run_id,
+    )
+    drafts = [] if meta.deleted else chunk_drafts(version, redacted, policy)
+    version = version.model_copy(update={"chunk_count": len(drafts)})
+    return BuiltSource(
+        file=DocumentFile(
+            file_hash=item.file_hash,
+            path=item.rel_path,
+            tenant_id=meta.tenant_id,
+            size_bytes=item.size_bytes,
+            status="processed",
+            versions_out=1,
+            run_id=run.run_id,
+        ),
+        version=version,
+        chunks=drafts,
+    )
+
+
+def build_artifact(
+    artifact: Artifact,
+    policy: Policy,
+    run: RunInfo,
+    observed_at: datetime | None = None,
+    tool_name: str | None = None,
+) -> BuiltSource:
+    """Chunk one (already redacted) tool output as evidence kind ``tool_artifact``.
+
+    The artifact id is the document id; it has a single version, effective from
+    the earliest message that carried it (``observed_at``).
+    """
+    settings = policy.evidence.artifacts
+    text = artifact.content[: settings.max_chars]
+    version = DocumentVersion(
+        doc_version_id=content_hash(
+            artifact.tenant_id, artifact.artifact_id, prefix="dv_"
+        ),
+        tenant_id=artifact.tenant_id,
+        doc_id=artifact.artifact_id,
+        kind="tool_artifact",
+        version="1",
+        version_sort="1",
+        effective_from=observed_at or EPOCH,
+        title=tool_name,
+        acl=list(settings.acl),
+        trust=settings.trust,
+        source_path=f"artifacts/{artifact.artifact_id}",
+        source_hash=artifact.artifact_id,
+        text="",
+        text_hash=text_hash(text),
+        char_count=len(text),
+        token_count=count_tokens(text),
+        metadata_source="artifact",
+        policy_version=artifact.policy_version,
+        chunker_version=CHUNKER_VERSION,
+        run_id=run.run_id,
+    )
+    drafts = chunk_drafts(
+        version, text, policy, section_root=[tool_name] if tool_name else []
+    )
+    return BuiltSource(
+        version=version.model_copy(update={"chunk_count": len(drafts)}),
+        chunks=drafts,
+    )

@@ -1,0 +1,114 @@
+"""Small text helpers shared by the ledger modules: sentences, clauses, words.
+
+Everything here is deterministic and works on redacted text. Lines that read as
+code, logs, JSON or file listings are skipped when sentences are taken, so an
+agent's tool output pasted into a message does not turn into "statements".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+#: The observation line ``normalize`` appends to a tool-result message.
+OBSERVATION_LINE = re.compile(r"\[tool_result tool=[^\]\n]*\]")
+
+_CODE_LINE = re.compile(
+    r"^\s*(?:def |class |import |from \S+ import |return\b|#include|\$ |>>> |"
+    r"\.\.\. |File \"|Traceback|raise |diff --git|@@ |\+\+\+ |--- |index [0-9a-f]|"
+    r"[{\[]|\d+:\s|\d+\s*\||[│├└┌┐┘┴┬─]|```|~~~|end_of_edit\b|"
+    r"(?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE|FATAL|CRITICAL)\b[:\] ])"
+)
+_LETTER = re.compile(r"[^\W\d_]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_CLAUSE_SPLIT = re.compile(r"\s*;\s*|\s+(?:but|however|whereas)\s+", re.IGNORECASE)
+_WORD = re.compile(r"[^\W_][\w'-]*", re.UNICODE)
+_SPACES = re.compile(r"\s+")
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+
+STOPWORDS = frozenset(
+    """a an and are as at be been being by for from had has have he her his i if in
+    into is it its itself me my of on or our ours she so that the their them then
+    there these they this those to too us was we were what when where which while
+    who whom why will with would you your yours can could shall should may might
+    must do does did done doing not no nor never don't doesn't didn't won't can't
+    isn't aren't wasn't weren't shouldn't mustn't just very also any all each
+    please let let's ok okay yes""".split()
+)
+
+
+def strip_observation(text: str) -> str:
+    """``text`` without the ``[tool_result ...]`` line normalize appended."""
+    return OBSERVATION_LINE.sub("", text).strip()
+
+
+def is_text_line(line: str) -> bool:
+    """Whether a line reads as natural language rather than code, logs or data."""
+    stripped = line.strip()
+    if len(stripped) < 2 or _CODE_LINE.match(stripped):
+        return False
+    letters = len(_LETTER.findall(stripped))
+    return letters >= 0.5 * len(stripped.replace(" ", ""))
+
+
+def text_lines(text: str) -> Iterator[str]:
+    """The natural-language lines of ``text`` (observation lines removed)."""
+    for line in strip_observation(text).splitlines():
+        if is_text_line(line):
+            yield line.strip()
+
+
+@lru_cache(maxsize=65_536)
+def sentences(text: str) -> tuple[str, ...]:
+    """Verbatim sentences of the natural-language lines of ``text`` (cached: the
+    ledger reads the same messages once per window, rebuild and check)."""
+    out: list[str] = []
+    for line in text_lines(text):
+        out.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+    return tuple(out)
+
+
+def clauses(sentence: str) -> list[str]:
+    """A sentence split at ``;`` and contrastive conjunctions."""
+    return [c for c in _CLAUSE_SPLIT.split(sentence) if c and c.strip()]
+
+
+def normalize_clause(text: str, limit: int = 400) -> str:
+    """Lower-case, straight quotes, single spaces, no trailing punctuation."""
+    value = _SPACES.sub(" ", text.translate(_QUOTES)).strip().lower()
+    value = value.rstrip(" .!?:;,")
+    if len(value) > limit:
+        value = value[:limit].rsplit(" ", 1)[0]
+    return value
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary."""
+    text = _SPACES.sub(" ", text).strip()
+    if len(text) <= limit:
+        return text
+    return text[: limit - 2].rsplit(" ", 1)[0] + " …"
+
+
+def stem(word: str) -> str:
+    """A crude, deterministic suffix stripper (enough to match inflections)."""
+    word = word.lower().strip("'-")
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+@lru_cache(maxsize=65_536)
+def content_words(text: str) -> frozenset[str]:
+    """Stemmed non-stopwords of ``text`` (the words a paraphrase must keep)."""
+    words = (w.lower() for w in _WORD.findall(text.translate(_QUOTES)))
+    return frozenset(stem(w) for w in words if w not in STOPWORDS and len(w) > 1)
+
+
+def coverage(needed: frozenset[str], text_words: frozenset[str]) -> float:
+    """Share of ``needed`` words present in ``text_words`` (1.0 when none needed)."""
+    if not needed:
+        return 1.0
+    return len(needed & text_words) / len(needed)

@@ -1,0 +1,470 @@
+"""Memory candidates from one redacted session (no LLM required).
+
+``RuleExtractor`` reads a session's redacted messages and tool observations:
+
+* ``user_stated``: a user's sentence that a pattern rule (``patterns``) or the
+  MiniLM prototype classifier (``classify``) takes as a standing rule, a
+  preference, an identity or a fact. The memory text is the sentence verbatim,
+  with its char span in the redacted message.
+* ``model_inferred``: an assistant sentence that concludes something about the
+  user ("it seems you prefer ..."); stored, served only as a hypothesis.
+* ``system_record``: a tool result's top-level JSON key listed in the policy's
+  ``memory.system_fields`` (``plan: Pro``), with the tool message as provenance.
+
+Every candidate gets the message's purpose (``PurposeClassifier``), the session's
+subject (``subjects``) and a content-hash id. Candidates are not yet memories:
+``gate`` decides, per candidate, whether a live basis and a retention rule allow
+storing it. ``Extractor`` is the interface an optional extractor (``llm``) plugs
+into.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from pipelines.memory import patterns
+from pipelines.memory.classify import (
+    Encoder,
+    PrototypeClassifier,
+    PurposeClassifier,
+    classifier_version,
+    kind_prototypes,
+)
+from pipelines.memory.subjects import subject_for
+from pipelines.memory.text import sentences
+from schemas import Message, Session, ToolObservation, content_hash
+from schemas.memory import MemoryKind, MemorySettings, MemorySource, Provenance
+
+#: Bump when extraction logic changes; part of every candidate's extractor_version.
+EXTRACTOR_VERSION = "2"
+MIN_WORDS = 3
+MAX_SENTENCE_CHARS = 600
+#: Pleasantries and one-off requests: never memories, so never sent to the model
+#: (the classifier is most of the extraction cost).
+_NOT_A_STATEMENT = re.compile(
+    r"^(?:(?:ok|okay|great|thanks|thank you|sure|hi|hello|hey)\b"
+    r"|(?:let me|let's|can you|could you|would you|will you|please (?:check|look|"
+    r"run|open|send|tell|show|find|help|fix|try|see|confirm|update|share))\b)",
+    re.IGNORECASE,
+)
+
+
+class TransientError(RuntimeError):
+    """A retryable extractor failure (network, rate limit): re-raised, so the
+    runner retries, instead of turning messages into dead letters."""
+
+
+class MemoryCandidate(BaseModel):
+    """A statement that may become a memory (not stored as such).
+
+    ``reject_reason`` set by an extractor means the candidate is already known
+    to be unusable (e.g. an LLM span not found verbatim); the gate records it as
+    a rejection with that reason.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    memory_id: str
+    tenant_id: str
+    subject_id: str
+    purpose: str | None
+    kind: MemoryKind
+    source: MemorySource
+    text: str
+    slot: str | None = None
+    value: str | None = None
+    confidence: float = 1.0
+    extractor: str
+    extractor_version: str
+    provenance: Provenance
+    created_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    reject_reason: str | None = None
+    source_file: str = ""
+    source_offset: str = ""
+
+
+def memory_id_for(
+    tenant_id: str,
+    subject_id: str,
+    purpose: str | None,
+    kind: str,
+    source: str,
+    text: str,
+    provenance: Provenance,
+) -> str:
+    """Content hash of what makes a memory the same memory on a re-run."""
+    return content_hash(
+        tenant_id,
+        subject_id,
+        purpose,
+        kind,
+        source,
+        text,
+        provenance.model_dump(mode="json"),
+        prefix="mem_",
+    )
+
+
+@dataclass
+class SessionContext:
+    """One redacted session with its messages (by turn) and tool observations."""
+
+    session: Session
+    messages: list[Message]
+    observations: list[ToolObservation] = field(default_factory=list)
+    subject_id: str = ""
+
+    @classmethod
+    def build(
+        cls,
+        session: Session,
+        messages: Sequence[Message],
+        observations: Sequence[ToolObservation] = (),
+        metadata_key: str = "subject_id",
+    ) -> SessionContext:
+        subject = subject_for(
+            session.session_id, session.source_file, session.metadata, metadata_key
+        )
+        return cls(
+            session=session,
+            messages=sorted(messages, key=lambda m: (m.turn, m.message_id)),
+            observations=list(observations),
+            subject_id=subject,
+        )
+
+    def time_of(self, message: Message) -> datetime | None:
+        return message.created_at or self.session.started_at
+
+
+@dataclass
+class Draft:
+    """A statement found in a message, before purpose and id are attached."""
+
+    message: Message
+    kind: str
+    source: str
+    text: str
+    slot: str | None
+    value: str | None
+    confidence: float
+    extractor: str
+    provenance: Provenance
+    purpose: str | None = None
+    reject_reason: str | None = None
+    version: str = EXTRACTOR_VERSION
+
+
+@dataclass
+class ExtractionResult:
+    """Candidates of a session, and the messages an extractor could not read."""
+
+    candidates: list[MemoryCandidate] = field(default_factory=list)
+    failed: list[tuple[Message, str, str]] = field(default_factory=list)
+    scanned: int = 0
+
+
+class Extractor(Protocol):
+    """What every extractor provides (rules + classifier, LLM...)."""
+
+    name: str
+    version: str
+
+    def drafts(self, ctx: SessionContext, message: Message) -> list[Draft]:
+        """Statements of one message (raise: the message becomes a dead letter)."""
+
+
+def message_provenance(
+    ctx: SessionContext, message: Message, start: int | None, end: int | None
+) -> Provenance:
+    return Provenance(
+        session_id=ctx.session.session_id,
+        message_id=message.message_id,
+        turn=message.turn,
+        field="content",
+        char_start=start,
+        char_end=end,
+    )
+
+
+class RuleExtractor:
+    """Pattern rules, the MiniLM kind classifier and tool-result system fields."""
+
+    name = "rules"
+
+    def __init__(self, settings: MemorySettings, encode: Encoder | None = None):
+        self.settings = settings
+        self.encode = encode
+        self.version = (
+            f"rules-{EXTRACTOR_VERSION}.{patterns.PATTERNS_VERSION}"
+            f"+{classifier_version(settings)}"
+        )
+        self._kinds: PrototypeClassifier | None = None
+
+    @property
+    def kinds(self) -> PrototypeClassifier | None:
+        if self._kinds is None and self.encode is not None:
+            self._kinds = PrototypeClassifier(
+                self.encode,
+                kind_prototypes(self.settings),
+                self.settings.kind_threshold,
+                self.settings.kind_margin,
+                reject="other",
+            )
+        return self._kinds
+
+    def prepare(self, ctx: SessionContext) -> None:
+        """Embed the session's unmatched user sentences in one batch (cached)."""
+        if self.encode is None:
+            return
+        pending = [
+            s.text
+            for m in ctx.messages
+            if m.role == "user"
+            for s in sentences(m.content)
+            if self._wants_classifier(s)
+        ]
+        if pending:
+            self.encode(pending)
+
+    @staticmethod
+    def _wants_classifier(sentence) -> bool:
+        return (
+            not sentence.is_question
+            and len(sentence.text) <= MAX_SENTENCE_CHARS
+            and len(sentence.text.split()) >= MIN_WORDS
+            and not _NOT_A_STATEMENT.match(sentence.text)
+            and patterns.match_user_sentence(sentence.text) is None
+        )
+
+    def drafts(self, ctx: SessionContext, message: Message) -> list[Draft]:
+        if message.role == "user":
+            return self._user(ctx, message)
+        if message.role == "assistant":
+            return self._assistant(ctx, message)
+        if message.role == "tool":
+            return self._tool(ctx, message)
+        return []
+
+    def _user(self, ctx: SessionContext, message: Message) -> list[Draft]:
+        out: list[Draft] = []
+        pending = []
+        for sentence in sentences(message.content):
+            if sentence.is_question or len(sentence.text) > MAX_SENTENCE_CHARS:
+                continue
+            if len(sentence.text.split()) < MIN_WORDS:
+                continue
+            hit = patterns.match_user_sentence(sentence.text)
+            if hit is None and _NOT_A_STATEMENT.match(sentence.text):
+                continue
+            if hit is not None:
+                out.append(
+                    Draft(
+                        message,
+                        hit.kind,
+                        "user_stated",
+                        sentence.text,
+                        hit.slot,
+                        hit.value,
+                        hit.confidence,
+                        f"rules:{hit.rule}",
+                        message_provenance(ctx, message, sentence.start, sentence.end),
+                        version=self.version,
+                    )
+                )
+            else:
+                pending.append(sentence)
+        if pending and self.kinds is not None:
+            labels = self.kinds.classify([s.text for s in pending])
+            for sentence, label in zip(pending, labels, strict=True):
+                if label is None or label.name == "account_state":
+                    continue
+                slot, value = self._slot(label.name, sentence.text)
+                out.append(
+                    Draft(
+                        message,
+                        label.name,
+                        "user_stated",
+                        sentence.text,
+                        slot,
+                        value,
+                        round(min(1.0, max(0.0, label.score)), 4),
+                        "classifier",
+                        message_provenance(ctx, message, sentence.start, sentence.end),
+                        version=self.version,
+                    )
+                )
+        return out
+
+    @staticmethod
+    def _slot(kind: str, text: str) -> tuple[str | None, str | None]:
+        if kind == "preference":
+            return patterns.preference(text) or (None, None)
+        if kind == "identity":
+            return patterns.attribute(text) or patterns.identity(text) or (None, None)
+        return patterns.slot_for_fact(text)
+
+    def _assistant(self, ctx: SessionContext, message: Message) -> list[Draft]:
+        out = []
+        for sentence in sentences(message.content):
+            if len(sentence.text) > MAX_SENTENCE_CHARS:
+                continue
+            hit = patterns.match_inference(sentence.text)
+            if hit is None:
+                continue
+            out.append(
+                Draft(
+                    message,
+                    hit.kind,
+                    "model_inferred",
+                    sentence.text,
+                    hit.slot,
+                    hit.value,
+                    hit.confidence,
+                    "rules:inference",
+                    message_provenance(ctx, message, sentence.start, sentence.end),
+                    version=self.version,
+                )
+            )
+        return out
+
+    def _tool(self, ctx: SessionContext, message: Message) -> list[Draft]:
+        fields = self.settings.system_fields
+        if not fields:
+            return []
+        out = []
+        for observation in ctx.observations:
+            if observation.message_id != message.message_id:
+                continue
+            facts = json.loads(observation.key_fields or "{}")
+            for key in sorted(facts):
+                rule = fields.get(key.lower())
+                value = facts[key]
+                if rule is None or isinstance(value, dict | list) or value is None:
+                    continue
+                if isinstance(value, str) and value.startswith("<list of"):
+                    continue
+                text = f"{rule.label}: {value}"
+                out.append(
+                    Draft(
+                        message,
+                        rule.kind,
+                        "system_record",
+                        text,
+                        key.lower(),
+                        str(value),
+                        1.0,
+                        f"tool:{observation.tool_name or 'unknown'}",
+                        Provenance(
+                            session_id=ctx.session.session_id,
+                            message_id=message.message_id,
+                            turn=message.turn,
+                            field="tool_output",
+                            json_key=key,
+                        ),
+                        purpose=rule.purpose,
+                        version=self.version,
+                    )
+                )
+        return out
+
+
+def extract_session(
+    ctx: SessionContext,
+    extractors: Sequence[Extractor],
+    purposes: PurposeClassifier,
+) -> ExtractionResult:
+    """Run every extractor over every message; attach purpose, subject and ids.
+
+    A message an extractor raises on is reported in ``failed`` (the caller makes
+    it a dead letter) and contributes no candidate; the others are scanned.
+    Candidates from several extractors for the same span keep the first.
+    """
+    result = ExtractionResult()
+    drafts: list[Draft] = []
+    for extractor in extractors:
+        prepare = getattr(extractor, "prepare", None)
+        if prepare is not None:
+            prepare(ctx)
+    for message in ctx.messages:
+        try:
+            found = [
+                d for extractor in extractors for d in extractor.drafts(ctx, message)
+            ]
+        except TransientError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - terminal for this message
+            result.failed.append(
+                (
+                    message,
+                    "memory_extraction_failed",
+                    f"extractor raised {type(exc).__name__}",
+                )
+            )
+            continue
+        result.scanned += 1
+        drafts.extend(found)
+    need = sorted(
+        {d.message.message_id: d.message for d in drafts if d.purpose is None}.values(),
+        key=lambda m: m.turn,
+    )
+    purpose_of = dict(
+        zip(
+            [m.message_id for m in need],
+            purposes.classify([m.content for m in need]) if need else [],
+            strict=True,
+        )
+    )
+    seen: set[tuple] = set()
+    for draft in drafts:
+        span = (
+            draft.provenance.message_id,
+            draft.provenance.field,
+            draft.provenance.char_start,
+            draft.provenance.char_end,
+            draft.provenance.json_key,
+        )
+        if span in seen:
+            continue
+        seen.add(span)
+        purpose = draft.purpose or purpose_of.get(draft.message.message_id)
+        when = ctx.time_of(draft.message)
+        result.candidates.append(
+            MemoryCandidate(
+                memory_id=memory_id_for(
+                    ctx.session.tenant_id,
+                    ctx.subject_id,
+                    purpose,
+                    draft.kind,
+                    draft.source,
+                    draft.text,
+                    draft.provenance,
+                ),
+                tenant_id=ctx.session.tenant_id,
+                subject_id=ctx.subject_id,
+                purpose=purpose,
+                kind=draft.kind,
+                source=draft.source,
+                text=draft.text,
+                slot=draft.slot,
+                value=draft.value,
+                confidence=draft.confidence,
+                extractor=draft.extractor,
+                extractor_version=draft.version,
+                provenance=draft.provenance,
+                created_at=when,
+                valid_from=when,
+                reject_reason=draft.reject_reason,
+                source_file=ctx.session.source_file,
+                source_offset=draft.message.source_ref.rsplit("#", 1)[-1],
+            )
+        )
+    return result

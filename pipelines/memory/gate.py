@@ -1,0 +1,152 @@
+"""The gate: a candidate becomes a memory only with a live basis and a retention.
+
+For each candidate, in order (the first failing check is the rejection reason):
+
+1. an extractor already rejected it (``reject_reason``, e.g. ``unverified_span``);
+2. ``unknown_source``: only ``user_stated``, ``system_record`` and
+   ``model_inferred`` are stored;
+3. ``no_purpose``: the policy lists no purpose it could be scoped to;
+4. ``no_retention_rule``: the policy gives no retention for its source and kind
+   (there is no built-in default);
+5. ``expired``: its time plus retention is already past;
+6. ``no_basis`` / ``basis_withdrawn``: no consent grant for the tenant, subject
+   and purpose is live at the memory's time (``basis_withdrawn`` when one was
+   given before that time and then withdrawn or ended).
+
+Rejections are records too (``MemoryRejection``): never silently dropped, and they
+never carry the text. A memory's time is ``valid_from`` (the message's time), or
+the run's time when the source has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pipelines.memory.consent import had_grant, live_basis
+from pipelines.memory.extract import MemoryCandidate
+from schemas import content_hash
+from schemas.memory import (
+    KNOWN_SOURCES,
+    ConsentRecord,
+    MemoryRecord,
+    MemoryRejection,
+    MemorySettings,
+)
+
+
+@dataclass
+class GateResult:
+    """Memories to store and candidates rejected, with reasons."""
+
+    memories: list[MemoryRecord] = field(default_factory=list)
+    rejections: list[MemoryRejection] = field(default_factory=list)
+
+
+def rejection(
+    candidate: MemoryCandidate,
+    reason: str,
+    recorded_at: datetime,
+    policy_version: str,
+    run_id: str,
+) -> MemoryRejection:
+    """The rejection record of a candidate (no text kept)."""
+    return MemoryRejection(
+        rejection_id=content_hash(candidate.memory_id, reason, prefix="rej_"),
+        memory_id=candidate.memory_id,
+        tenant_id=candidate.tenant_id,
+        subject_id=candidate.subject_id,
+        purpose=candidate.purpose or "",
+        kind=candidate.kind,
+        source=candidate.source,
+        reason=reason,
+        extractor=candidate.extractor,
+        provenance=candidate.provenance,
+        recorded_at=recorded_at,
+        policy_version=policy_version,
+        run_id=run_id,
+    )
+
+
+def gate_candidates(
+    candidates: Sequence[MemoryCandidate],
+    consent: Sequence[ConsentRecord],
+    settings: MemorySettings,
+    *,
+    now: datetime,
+    policy_version: str,
+    run_id: str,
+) -> GateResult:
+    """Decide every candidate (see the module docstring)."""
+    result = GateResult()
+    for candidate in candidates:
+        when = candidate.valid_from or now
+        reason: str | None = candidate.reject_reason
+        days = settings.retention_days(candidate.source, candidate.kind)
+        grant = None
+        if reason is None and candidate.source not in KNOWN_SOURCES:
+            reason = "unknown_source"
+        if reason is None and (
+            candidate.purpose is None or candidate.purpose not in settings.purpose_names
+        ):
+            reason = "no_purpose"
+        if reason is None and days is None:
+            reason = "no_retention_rule"
+        expires_at = when + timedelta(days=days or 0)
+        if reason is None and expires_at <= now:
+            reason = "expired"
+        if reason is None:
+            grant = live_basis(
+                consent,
+                candidate.tenant_id,
+                candidate.subject_id,
+                candidate.purpose,
+                when,
+                settings.bases,
+            )
+            if grant is None:
+                reason = (
+                    "basis_withdrawn"
+                    if had_grant(
+                        consent,
+                        candidate.tenant_id,
+                        candidate.subject_id,
+                        candidate.purpose,
+                        when,
+                    )
+                    else "no_basis"
+                )
+        if reason is not None:
+            result.rejections.append(
+                rejection(candidate, reason, now, policy_version, run_id)
+            )
+            continue
+        result.memories.append(
+            MemoryRecord(
+                memory_id=candidate.memory_id,
+                tenant_id=candidate.tenant_id,
+                subject_id=candidate.subject_id,
+                purpose=candidate.purpose,
+                kind=candidate.kind,
+                source=candidate.source,
+                text=candidate.text,
+                slot=candidate.slot,
+                value=candidate.value,
+                confidence=candidate.confidence,
+                extractor=candidate.extractor,
+                extractor_version=candidate.extractor_version,
+                provenance=candidate.provenance,
+                basis=grant.basis,
+                consent_id=grant.consent_id,
+                created_at=candidate.created_at or when,
+                valid_from=when,
+                valid_to=candidate.valid_to,
+                stated_valid_to=candidate.valid_to,
+                recorded_at=now,
+                expires_at=expires_at,
+                policy_version=policy_version,
+                run_id=run_id,
+            )
+        )
+    return result

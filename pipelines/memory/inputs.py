@@ -1,0 +1,296 @@
+"""Memory input files: consent events and system records (JSONL).
+
+``--consent FILE_OR_DIR`` and ``--system-records FILE_OR_DIR`` name them; every
+``*.jsonl``/``*.ndjson``/``*.json`` file under a folder is read. Like landing files
+they are identified by the sha256 of their bytes (table ``memory_inputs``), so a
+nightly run reads each version of a file once; a ``tenant=<id>/`` folder on the
+path gives the tenant of lines that name none.
+
+A system-record line (docs/memory.md)::
+
+    {"subject_id": "u-1", "purpose": "support", "key": "api_key_created",
+     "text": "Key created 3 days ago", "observed_at": "2026-11-27T09:00:00Z"}
+
+Optional: ``tenant_id``, ``kind`` (default ``account_state``), ``valid_from``
+(default ``observed_at``), ``valid_to``. The text is redacted like any message
+before it becomes a candidate (the caller passes the redactor).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pipelines.ingest import reasons
+from pipelines.ingest.drafts import Rejected, SourceFile
+from pipelines.ingest.landing import tenant_for
+from pipelines.ingest.sources import JsonRecord, iter_jsonl
+from pipelines.memory.consent import ConsentError, ConsentLine, consent_record
+from pipelines.memory.extract import EXTRACTOR_VERSION, MemoryCandidate, memory_id_for
+from schemas.memory import ConsentRecord, MemoryKind, MemorySettings, Provenance
+
+INPUT_SUFFIXES = (".jsonl", ".ndjson", ".json")
+CONSENT = "consent"
+SYSTEM_RECORDS = "system_records"
+SYSTEM_EXTRACTOR = "system_input"
+
+
+@dataclass(frozen=True)
+class MemoryInputItem:
+    """One consent or system-record file to read."""
+
+    path: str
+    rel_path: str
+    kind: str
+    file_hash: str
+    size_bytes: int
+    tenant_id: str
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def discover_inputs(
+    location: str | Path | None, kind: str, default_tenant: str
+) -> list[MemoryInputItem]:
+    """Input files at ``location`` (one file, or every input file under a folder)."""
+    if location is None:
+        return []
+    root = Path(location)
+    if not root.exists():
+        raise FileNotFoundError(f"{kind} input not found: {root}")
+    if root.is_file():
+        files = [(root, root.name)]
+    else:
+        files = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if name.startswith(".") or not name.lower().endswith(INPUT_SUFFIXES):
+                    continue
+                path = Path(dirpath) / name
+                files.append((path, path.relative_to(root).as_posix()))
+    return [
+        MemoryInputItem(
+            path=str(path.resolve()),
+            rel_path=f"{kind}/{rel}",
+            kind=kind,
+            file_hash=_sha256(path),
+            size_bytes=path.stat().st_size,
+            tenant_id=tenant_for(rel, default_tenant),
+        )
+        for path, rel in files
+    ]
+
+
+def new_inputs(
+    consent: str | Path | None,
+    system_records: str | Path | None,
+    default_tenant: str,
+    known: set[str],
+) -> list[MemoryInputItem]:
+    """Input files whose content hash no committed run has read yet."""
+    items = discover_inputs(consent, CONSENT, default_tenant) + discover_inputs(
+        system_records, SYSTEM_RECORDS, default_tenant
+    )
+    unique: dict[str, MemoryInputItem] = {}
+    for item in items:
+        if item.file_hash not in known:
+            unique.setdefault(item.file_hash, item)
+    return list(unique.values())
+
+
+@dataclass
+class ParsedInput:
+    """What one input file gave: records, rejected lines, and its line count."""
+
+    item: MemoryInputItem
+    consent: list[ConsentRecord] = field(default_factory=list)
+    candidates: list[MemoryCandidate] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+    records_in: int = 0
+    status: str = "processed"
+
+    @property
+    def records_out(self) -> int:
+        return len(self.consent) + len(self.candidates)
+
+
+def _read(item: MemoryInputItem, max_record_bytes: int) -> tuple[ParsedInput, list]:
+    parsed = ParsedInput(item)
+    try:
+        data = Path(item.path).read_bytes()
+    except OSError as exc:
+        parsed.status = "unreadable"
+        parsed.records_in = 1
+        parsed.rejected.append(
+            Rejected(reasons.FILE_UNREADABLE, "file", type(exc).__name__)
+        )
+        return parsed, []
+    if hashlib.sha256(data).hexdigest() != item.file_hash:
+        parsed.status = "changed"
+        parsed.records_in = 1
+        parsed.rejected.append(
+            Rejected(
+                reasons.FILE_CHANGED,
+                "file",
+                "file content changed between discovery and read; "
+                "it will be read by the next run",
+            )
+        )
+        return parsed, []
+    source = SourceFile(
+        path=item.rel_path,
+        data=data,
+        tenant_id=item.tenant_id,
+        max_record_bytes=max_record_bytes,
+    )
+    records = list(iter_jsonl(source))
+    parsed.records_in = len(records)
+    return parsed, records
+
+
+def _rejected_from(exc: ValidationError, offset: str, raw: bytes | None) -> Rejected:
+    code, detail = reasons.from_validation_error(exc)
+    return Rejected(code, offset, detail, raw)
+
+
+def parse_consent_file(
+    item: MemoryInputItem,
+    settings: MemorySettings,
+    run_id: str,
+    max_record_bytes: int = 8 * 1024 * 1024,
+) -> ParsedInput:
+    """Consent events of one file; each bad line is rejected on its own."""
+    parsed, records = _read(item, max_record_bytes)
+    for record in records:
+        if isinstance(record, Rejected):
+            parsed.rejected.append(record)
+            continue
+        try:
+            line = ConsentLine.model_validate(record.value)
+            parsed.consent.append(
+                consent_record(
+                    line,
+                    settings,
+                    item.tenant_id,
+                    f"{item.rel_path}#{record.offset}",
+                    run_id,
+                )
+            )
+        except ValidationError as exc:
+            parsed.rejected.append(_rejected_from(exc, record.offset, record.raw))
+        except ConsentError as exc:
+            parsed.rejected.append(
+                Rejected(exc.reason, record.offset, str(exc), record.raw)
+            )
+    return parsed
+
+
+class SystemRecordLine(BaseModel):
+    """One line of a system-record input file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: str | None = Field(default=None, min_length=1)
+    subject_id: str = Field(min_length=1)
+    purpose: str = Field(min_length=1)
+    key: str = Field(min_length=1, max_length=200)
+    text: str = Field(min_length=1, max_length=2000)
+    kind: MemoryKind = "account_state"
+    observed_at: datetime
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+    @field_validator("observed_at", "valid_from", "valid_to")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+#: ``redact(text, tenant_id) -> redacted text``.
+RedactText = Callable[[str, str], str]
+
+
+def parse_system_records_file(
+    item: MemoryInputItem,
+    settings: MemorySettings,
+    redact: RedactText,
+    max_record_bytes: int = 8 * 1024 * 1024,
+) -> ParsedInput:
+    """System-record candidates of one file, their text redacted."""
+    parsed, records = _read(item, max_record_bytes)
+    valid: list[tuple[JsonRecord, SystemRecordLine]] = []
+    for record in records:
+        if isinstance(record, Rejected):
+            parsed.rejected.append(record)
+            continue
+        try:
+            line = SystemRecordLine.model_validate(record.value)
+        except ValidationError as exc:
+            parsed.rejected.append(_rejected_from(exc, record.offset, record.raw))
+            continue
+        if line.purpose not in settings.purpose_names:
+            parsed.rejected.append(
+                Rejected(
+                    "unknown_purpose",
+                    record.offset,
+                    "purpose is not listed in the policy",
+                    record.raw,
+                )
+            )
+            continue
+        valid.append((record, line))
+    for record, line in valid:
+        tenant = line.tenant_id or item.tenant_id
+        text = redact(line.text, tenant)
+        provenance = Provenance(
+            field="system_records",
+            json_key=line.key,
+            input_ref=f"{item.rel_path}#{record.offset}",
+        )
+        valid_from = line.valid_from or line.observed_at
+        parsed.candidates.append(
+            MemoryCandidate(
+                memory_id=memory_id_for(
+                    tenant,
+                    line.subject_id,
+                    line.purpose,
+                    line.kind,
+                    "system_record",
+                    text,
+                    provenance,
+                ),
+                tenant_id=tenant,
+                subject_id=line.subject_id,
+                purpose=line.purpose,
+                kind=line.kind,
+                source="system_record",
+                text=text,
+                slot=line.key.strip().lower(),
+                value=None,
+                confidence=1.0,
+                extractor=SYSTEM_EXTRACTOR,
+                extractor_version=f"{SYSTEM_EXTRACTOR}-{EXTRACTOR_VERSION}",
+                provenance=provenance,
+                created_at=line.observed_at,
+                valid_from=valid_from,
+                valid_to=line.valid_to,
+                source_file=item.rel_path,
+                source_offset=record.offset,
+            )
+        )
+    return parsed

@@ -1,0 +1,428 @@
+"""Beam wrapper of the memory stage: ``ExtractMemories``.
+
+Graph (all logic lives in the pure modules of ``pipelines.memory``)::
+
+    sessions, messages, tool_observations --CoGroupByKey(session_id)-->
+        ExtractSessionMemoriesFn ---------> candidates | memory_extractions | dead
+    consent files --ReadConsentFn---------> consent (new events) | memory_inputs | dead
+    system-record files --ReadSystemRecordsFn --> candidates | memory_inputs | dead
+    candidates + (stored + new) consent --CoGroupByKey(tenant, subject)-->
+        GateSubjectMemoriesFn ------------> memories | memory_rejections | dead
+
+Dead letters are tagged per stage: ``memory_extract`` (a message an extractor
+could not read), ``memory_inputs`` (a bad input line), ``memory_gate``.
+``memory_branch`` plugs the composite into the nightly graph (``BRANCHES``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+
+from pipelines.config import JobConfig
+from pipelines.ingest.landing import write_quarantine
+from pipelines.ingest.normalize import SourceInfo, dead_letter
+from pipelines.memory.inputs import (
+    CONSENT,
+    SYSTEM_RECORDS,
+    MemoryInputItem,
+    ParsedInput,
+    new_inputs,
+    parse_consent_file,
+    parse_system_records_file,
+)
+from schemas import content_hash
+from schemas.memory import MemoryExtraction, MemoryInputFile
+
+DEAD_LETTER = "dead_letter"
+EXTRACTION = "memory_extractions"
+INPUT_FILE = "memory_inputs"
+CONSENT_OUT = "consent"
+REJECTION = "memory_rejections"
+
+
+def _info(tenant: str, source_file: str, source_hash: str, config: JobConfig):
+    return SourceInfo(
+        tenant_id=tenant,
+        source_file=source_file,
+        source_hash=source_hash,
+        run_id=config.run_id,
+        policy_version=config.policy_version,
+        job_version=config.code_version,
+    )
+
+
+class ExtractSessionMemoriesFn(beam.DoFn):
+    """Memory candidates of one session (rules + MiniLM classifier [+ LLM])."""
+
+    def __init__(self, config: JobConfig, policy, encoder=None):
+        self.config = config
+        self.policy = policy
+        self.encoder = encoder
+        self.extractors = None
+        self.purposes = None
+        self.candidates = Metrics.counter("memory", "candidates")
+        self.dead = Metrics.counter("memory", "extract_dead_letters")
+
+    def setup(self):
+        from pipelines.memory.classify import MiniLMEncoder, PurposeClassifier
+        from pipelines.memory.extract import RuleExtractor
+
+        settings = self.policy.memory
+        encoder = self.encoder if self.encoder is not None else MiniLMEncoder()
+        if hasattr(encoder, "load"):
+            encoder.load()
+        extractors = [RuleExtractor(settings, encoder)]
+        if self.config.llm_endpoint:
+            from pipelines.memory.llm import DEFAULT_MODEL, LlmExtractor
+
+            extractors.append(
+                LlmExtractor(
+                    self.config.llm_endpoint, self.config.llm_model or DEFAULT_MODEL
+                )
+            )
+        self.extractors = extractors
+        self.purposes = PurposeClassifier(settings, encoder)
+
+    def process(self, element):
+        from pipelines.memory.extract import SessionContext, extract_session
+
+        session_id, grouped = element
+        sessions = list(grouped["sessions"])
+        messages = list(grouped["messages"])
+        if not sessions:
+            for message in messages:
+                self.dead.inc()
+                yield pvalue.TaggedOutput(
+                    DEAD_LETTER,
+                    dead_letter(
+                        _info(message.tenant_id, message.source_ref, "", self.config),
+                        "memory_extract",
+                        message.source_ref.rsplit("#", 1)[-1],
+                        "orphan_message",
+                        "message without its session",
+                    ),
+                )
+            return
+        session = sessions[0]
+        ctx = SessionContext.build(
+            session,
+            messages,
+            list(grouped["observations"]),
+            self.policy.memory.subject_metadata_key,
+        )
+        result = extract_session(ctx, self.extractors, self.purposes)
+        info = _info(
+            session.tenant_id, session.source_file, session.source_hash, self.config
+        )
+        for message, code, detail in result.failed:
+            self.dead.inc()
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER,
+                dead_letter(
+                    info,
+                    "memory_extract",
+                    message.source_ref.rsplit("#", 1)[-1],
+                    code,
+                    detail,
+                ),
+            )
+        self.candidates.inc(len(result.candidates))
+        yield from result.candidates
+        yield pvalue.TaggedOutput(
+            EXTRACTION,
+            MemoryExtraction(
+                extraction_id=content_hash(
+                    self.config.run_id, session.session_id, prefix="mex_"
+                ),
+                run_id=self.config.run_id,
+                tenant_id=session.tenant_id,
+                session_id=session.session_id,
+                subject_id=ctx.subject_id,
+                messages_in=len(messages),
+                messages_scanned=result.scanned,
+                candidates=len(result.candidates),
+                extractor_version=",".join(e.version for e in self.extractors),
+            ),
+        )
+
+
+def _emit_input(parsed: ParsedInput, config: JobConfig):
+    """Dead letters and the ``memory_inputs`` row of one parsed input file."""
+    item = parsed.item
+    info = _info(item.tenant_id, item.rel_path, item.file_hash, config)
+    for rejected in parsed.rejected:
+        ref = (
+            write_quarantine(config.warehouse, config.run_id, rejected.raw)
+            if rejected.raw
+            else None
+        )
+        yield pvalue.TaggedOutput(
+            DEAD_LETTER,
+            dead_letter(
+                info,
+                "memory_inputs",
+                rejected.source_offset,
+                rejected.reason_code,
+                rejected.detail,
+                ref,
+            ),
+        )
+    yield pvalue.TaggedOutput(
+        INPUT_FILE,
+        MemoryInputFile(
+            file_hash=item.file_hash,
+            path=item.rel_path,
+            kind=item.kind,
+            tenant_id=item.tenant_id,
+            size_bytes=item.size_bytes,
+            status=parsed.status,
+            records_in=parsed.records_in,
+            records_out=parsed.records_out,
+            dead=sum(r.records for r in parsed.rejected),
+            run_id=config.run_id,
+        ),
+    )
+
+
+class ReadConsentFn(beam.DoFn):
+    """Consent events of one input file (main output: ``ConsentRecord``)."""
+
+    def __init__(self, config: JobConfig, policy):
+        self.config = config
+        self.policy = policy
+
+    def process(self, item: MemoryInputItem):
+        parsed = parse_consent_file(
+            item, self.policy.memory, self.config.run_id, self.config.max_record_bytes
+        )
+        yield from parsed.consent
+        yield from _emit_input(parsed, self.config)
+
+
+class ReadSystemRecordsFn(beam.DoFn):
+    """System-record candidates of one input file, their text redacted."""
+
+    def __init__(self, config: JobConfig, policy, key: bytes | None = None):
+        self.config = config
+        self.policy = policy
+        self.key = key
+        self.redactor = None
+
+    def setup(self):
+        from pathlib import Path
+
+        from pipelines.redact.engine import Redactor
+        from pipelines.redact.keys import load_key
+
+        key = self.key or load_key(
+            Path(self.config.key_file) if self.config.key_file else None
+        )
+        self.redactor = Redactor(self.policy, key)
+        self.redactor.setup()
+
+    def _redact(self, text: str, tenant: str) -> str:
+        return self.redactor.redact_batch([("content", text)], tenant)[0].text
+
+    def process(self, item: MemoryInputItem):
+        parsed = parse_system_records_file(
+            item, self.policy.memory, self._redact, self.config.max_record_bytes
+        )
+        yield from parsed.candidates
+        yield from _emit_input(parsed, self.config)
+
+
+class GateSubjectMemoriesFn(beam.DoFn):
+    """Gate one subject's candidates against its consent; resolve supersession."""
+
+    def __init__(self, config: JobConfig, policy, now: datetime):
+        self.config = config
+        self.policy = policy
+        self.now = now
+        self.stored = Metrics.counter("memory", "stored")
+        self.rejected = Metrics.counter("memory", "rejected")
+
+    def process(self, element):
+        from pipelines.memory.gate import gate_candidates
+        from pipelines.memory.resolve import resolve
+
+        _, grouped = element
+        consent = list(grouped["consent"])
+        memories = []
+        for candidate in grouped["candidates"]:
+            try:
+                result = gate_candidates(
+                    [candidate],
+                    consent,
+                    self.policy.memory,
+                    now=self.now,
+                    policy_version=self.config.policy_version,
+                    run_id=self.config.run_id,
+                )
+            except Exception as exc:  # noqa: BLE001 - terminal for this candidate
+                yield pvalue.TaggedOutput(
+                    DEAD_LETTER,
+                    dead_letter(
+                        _info(
+                            candidate.tenant_id,
+                            candidate.source_file,
+                            candidate.memory_id,
+                            self.config,
+                        ),
+                        "memory_gate",
+                        candidate.source_offset,
+                        "memory_gate_failed",
+                        f"gate raised {type(exc).__name__}",
+                    ),
+                )
+                continue
+            memories.extend(result.memories)
+            for rejection in result.rejections:
+                self.rejected.inc()
+                yield pvalue.TaggedOutput(REJECTION, rejection)
+        self.stored.inc(len(memories))
+        yield from resolve(memories)
+
+
+def _by_session(record):
+    return record.session_id, record
+
+
+def _by_subject(record):
+    return (record.tenant_id, record.subject_id), record
+
+
+class ExtractMemories(beam.PTransform):
+    """Redacted records (+ memory inputs) -> memories and their bookkeeping.
+
+    Input: ``{"sessions", "messages", "tool_observations"}`` PCollections. Output:
+    a dict with ``memories``, ``memory_rejections``, ``consent`` (events read by
+    this run), ``memory_extractions``, ``memory_inputs`` and ``dead_letter``.
+    ``consent`` (constructor) is the consent already stored; ``inputs`` the new
+    input files; ``encoder`` overrides the MiniLM encoder (tests).
+    """
+
+    def __init__(
+        self,
+        config: JobConfig,
+        policy,
+        *,
+        consent=(),
+        inputs: list[MemoryInputItem] | tuple = (),
+        now: datetime | None = None,
+        encoder=None,
+        key: bytes | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        self.policy = policy
+        self.consent = list(consent)
+        self.inputs = list(inputs)
+        self.now = now or datetime.now(UTC)
+        self.encoder = encoder
+        self.key = key
+
+    def expand(self, records):
+        pipeline = records["sessions"].pipeline
+        grouped = {
+            "sessions": records["sessions"] | "KeySessions" >> beam.Map(_by_session),
+            "messages": records["messages"] | "KeyMessages" >> beam.Map(_by_session),
+            "observations": records["tool_observations"]
+            | "KeyObservations" >> beam.Map(_by_session),
+        } | "GroupBySession" >> beam.CoGroupByKey()
+        extracted = grouped | "ExtractSessionMemories" >> beam.ParDo(
+            ExtractSessionMemoriesFn(self.config, self.policy, self.encoder)
+        ).with_outputs(DEAD_LETTER, EXTRACTION, main="candidates")
+
+        consent_items = [i for i in self.inputs if i.kind == CONSENT]
+        system_items = [i for i in self.inputs if i.kind == SYSTEM_RECORDS]
+        consent_read = (
+            pipeline
+            | "ListConsentFiles" >> beam.Create(consent_items, reshuffle=False)
+            | "ReadConsent"
+            >> beam.ParDo(ReadConsentFn(self.config, self.policy)).with_outputs(
+                DEAD_LETTER, INPUT_FILE, main="consent"
+            )
+        )
+        candidates = [extracted.candidates]
+        dead = [extracted[DEAD_LETTER], consent_read[DEAD_LETTER]]
+        input_files = [consent_read[INPUT_FILE]]
+        if system_items:
+            system_read = (
+                pipeline
+                | "ListSystemRecordFiles" >> beam.Create(system_items, reshuffle=False)
+                | "ReadSystemRecords"
+                >> beam.ParDo(
+                    ReadSystemRecordsFn(self.config, self.policy, self.key)
+                ).with_outputs(DEAD_LETTER, INPUT_FILE, main="candidates")
+            )
+            candidates.append(system_read.candidates)
+            dead.append(system_read[DEAD_LETTER])
+            input_files.append(system_read[INPUT_FILE])
+        stored_consent = pipeline | "StoredConsent" >> beam.Create(
+            self.consent, reshuffle=False
+        )
+        all_consent = (
+            stored_consent,
+            consent_read.consent,
+        ) | "AllConsent" >> beam.Flatten()
+        gated = (
+            {
+                "candidates": candidates
+                | "FlattenCandidates" >> beam.Flatten()
+                | "KeyCandidates" >> beam.Map(_by_subject),
+                "consent": all_consent | "KeyConsent" >> beam.Map(_by_subject),
+            }
+            | "GroupBySubject" >> beam.CoGroupByKey()
+            | "GateMemories"
+            >> beam.ParDo(
+                GateSubjectMemoriesFn(self.config, self.policy, self.now)
+            ).with_outputs(REJECTION, DEAD_LETTER, main="memories")
+        )
+        dead.append(gated[DEAD_LETTER])
+        return {
+            "memories": gated.memories,
+            "memory_rejections": gated[REJECTION],
+            "consent": consent_read.consent,
+            "memory_extractions": extracted[EXTRACTION],
+            "memory_inputs": input_files | "FlattenInputFiles" >> beam.Flatten(),
+            "dead_letter": dead | "FlattenMemoryDeadLetters" >> beam.Flatten(),
+        }
+
+
+def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
+    """The nightly graph's memory branch (``pipelines.graph.BRANCHES``).
+
+    Reads, at graph construction, the consent already stored and which input
+    files were already read; adds ``ExtractMemories`` over the redacted records.
+    """
+    from warehouse.catalog import Warehouse
+    from warehouse.memory_api import known_input_hashes, load_consent
+
+    with Warehouse.open(
+        config.warehouse,
+        create=True,
+        catalog=config.catalog,
+        data_path=config.data_path,
+    ) as wh:
+        consent = load_consent(wh)
+        known = known_input_hashes(wh)
+    inputs = new_inputs(
+        config.consent_input,
+        config.system_records_input,
+        config.default_tenant,
+        known,
+    )
+    out = {
+        "sessions": redacted.sessions,
+        "messages": redacted.messages,
+        "tool_observations": redacted.tool_observations,
+    } | "ExtractMemories" >> ExtractMemories(
+        config, policy, consent=consent, inputs=inputs
+    )
+    tables = {name: pcoll for name, pcoll in out.items() if name != "dead_letter"}
+    tables["dead_letters"] = out["dead_letter"]
+    return tables

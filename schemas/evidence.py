@@ -1,0 +1,376 @@
+"""Evidence records: versioned documents, their chunks with embeddings, and the
+context manifest a context builder gets from ``pack``.
+
+Documents are append-only. Every ingested version is one ``DocumentVersion`` row
+(a deletion is a version row with ``deleted=True``, a *tombstone*); its chunks are
+``EvidenceChunk`` rows that never change after they are written. A version is
+effective from its ``effective_from`` until the next version (or tombstone) of the
+same document takes over: that *closing* ``effective_to`` is derived from the
+version rows (``warehouse.evidence_api``), so nothing is ever rewritten in place
+and older versions stay queryable by ``as_of`` and by DuckLake time travel.
+
+Texts here are always redacted: documents go through the same redaction policy
+as transcripts before they are chunked.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schemas.arrow import Float32
+from schemas.base import Record
+from schemas.transcript import PiiFinding
+
+#: Width of the MiniLM sentence embeddings stored with every chunk.
+EMBEDDING_DIM = 384
+#: The group that lets every principal of the tenant see a document.
+ALL_GROUPS = "*"
+
+EvidenceKind = Literal["document", "tool_artifact"]
+Trust = Literal["trusted", "untrusted"]
+Precision = Literal["auto", "fp32", "bf16"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ----------------------------------------------------------------------- policy
+class ChunkingSettings(_Strict):
+    """Chunk size bounds in cl100k tokens (``pipelines.evidence.chunking``).
+
+    A heading always starts a new chunk; paragraphs of one section are packed up
+    to ``max_tokens``; a trailing piece under ``min_tokens`` joins the chunk
+    before it when both fit. Keep ``max_tokens`` near 200: MiniLM reads at most
+    256 word pieces, anything longer is truncated when it is embedded.
+    """
+
+    min_tokens: int = Field(default=40, ge=0)
+    max_tokens: int = Field(default=200, ge=8)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ChunkingSettings:
+        if self.min_tokens > self.max_tokens:
+            raise ValueError("chunking.min_tokens must be <= max_tokens")
+        return self
+
+
+class EmbeddingSettings(_Strict):
+    """The sentence-transformers model and how it runs on each worker."""
+
+    #: Model name stored with every vector; a different name re-embeds.
+    model: str = "all-MiniLM-L6-v2"
+    #: Texts per RunInference batch (16-64 is fastest on CPU).
+    min_batch_size: int = Field(default=16, ge=1)
+    max_batch_size: int = Field(default=64, ge=1)
+    #: ``auto``: bf16 autocast only on CPUs with native bf16 (AVX512-BF16/AMX);
+    #: on AVX2-only CPUs bf16 is emulated and slower than fp32.
+    precision: Precision = "auto"
+    #: torch threads per worker; 0 leaves torch's default.
+    torch_threads: int = Field(default=0, ge=0)
+
+
+class DocumentSettings(_Strict):
+    """Defaults for documents whose metadata does not say (docs/evidence.md)."""
+
+    suffixes: tuple[str, ...] = (".md", ".markdown", ".txt")
+    default_acl: tuple[str, ...] = (ALL_GROUPS,)
+    default_trust: Trust = "untrusted"
+
+
+class ArtifactSettings(_Strict):
+    """Tool outputs (``artifacts`` rows) chunked as evidence kind ``tool_artifact``."""
+
+    acl: tuple[str, ...] = (ALL_GROUPS,)
+    trust: Trust = "untrusted"
+    #: Longer outputs are cut to this many characters before chunking.
+    max_chars: int = Field(default=200_000, ge=1_000)
+
+
+class SearchSettings(_Strict):
+    """Hybrid search: BM25 + cosine, fused by weighted reciprocal rank fusion."""
+
+    candidates: int = Field(default=20, ge=1)
+    rrf_k: int = Field(default=60, ge=1)
+    bm25_weight: float = Field(default=1.0, ge=0.0)
+    vector_weight: float = Field(default=1.0, ge=0.0)
+    bm25_k1: float = Field(default=1.2, gt=0.0)
+    bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
+    #: Scopes up to this many chunks are ranked by exact cosine; larger ones
+    #: probe an IVF index (when one is built) and rank its rows exactly.
+    exact_max_rows: int = Field(default=200_000, ge=1)
+    #: Build an IVF index over the vectors from this many chunks on (0: never).
+    ivf_min_rows: int = Field(default=500_000, ge=0)
+    ivf_probe_fraction: float = Field(default=0.06, gt=0.0, le=1.0)
+
+
+class PackSettings(_Strict):
+    """Scoring of ``pack``: relevance x authority x freshness - redundancy."""
+
+    #: Authority of evidence by trust, unless the document sets its own.
+    trusted_authority: float = Field(default=1.0, ge=0.0, le=1.0)
+    untrusted_authority: float = Field(default=0.6, ge=0.0, le=1.0)
+    artifact_authority: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: Authority of memories served as facts and as hypotheses.
+    fact_authority: float = Field(default=0.9, ge=0.0, le=1.0)
+    hypothesis_authority: float = Field(default=0.3, ge=0.0, le=1.0)
+    #: Freshness halves every this many days since an item became effective.
+    freshness_half_life_days: float = Field(default=365.0, gt=0.0)
+    #: Utility loses ``redundancy_weight x max cosine`` to any selected item.
+    redundancy_weight: float = Field(default=1.0, ge=0.0)
+    #: Evidence candidates fetched per request (before scoring).
+    candidates: int = Field(default=20, ge=1)
+
+
+class EvidenceSettings(_Strict):
+    """The ``evidence`` section of the policy (see docs/evidence.md)."""
+
+    chunking: ChunkingSettings = ChunkingSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    documents: DocumentSettings = DocumentSettings()
+    artifacts: ArtifactSettings = ArtifactSettings()
+    search: SearchSettings = SearchSettings()
+    pack: PackSettings = PackSettings()
+
+
+# ---------------------------------------------------------------------- records
+class DocumentFile(Record):
+    """A document landing file a run read, by content hash (like ``landing_files``).
+
+    ``versions_out`` is 1 when it became a ``DocumentVersion`` row, ``dead`` is 1
+    when it became a dead letter instead; the evidence stage count checks that
+    every file is exactly one of the two.
+    """
+
+    table: ClassVar[str | None] = "document_files"
+    key: ClassVar[tuple[str, ...]] = ("file_hash", "run_id")
+
+    file_hash: str
+    path: str
+    tenant_id: str
+    size_bytes: int
+    status: Literal["processed", "unreadable"] = "processed"
+    versions_out: int = 0
+    dead: int = 0
+    run_id: str = ""
+
+
+class DocumentVersion(Record):
+    """One version of a document (or a tool artifact), redacted, append-only.
+
+    ``effective_from`` is when this version took effect; it stays effective until
+    the next version or tombstone of ``(tenant_id, doc_id)``, ordered by
+    ``(effective_from, version_sort)``. ``text`` is the redacted body that chunk
+    spans point into (empty for tool artifacts: theirs is ``artifacts.content``).
+    """
+
+    table: ClassVar[str | None] = "documents"
+    key: ClassVar[tuple[str, ...]] = ("doc_version_id",)
+
+    doc_version_id: str
+    tenant_id: str
+    doc_id: str
+    kind: EvidenceKind = "document"
+    version: str
+    version_sort: str
+    effective_from: datetime
+    deleted: bool = False
+    title: str | None = None
+    acl: list[str] = Field(default_factory=list)
+    trust: Trust = "untrusted"
+    authority: float | None = None
+    source_path: str
+    source_hash: str
+    text: str = ""
+    text_hash: str
+    char_count: int = Field(default=0, ge=0)
+    token_count: int = Field(default=0, ge=0)
+    chunk_count: int = Field(default=0, ge=0)
+    pii: list[PiiFinding] = Field(default_factory=list)
+    metadata_source: Literal[
+        "sidecar", "front_matter", "manifest", "file_name", "fallback", "artifact"
+    ] = "fallback"
+    policy_version: str
+    chunker_version: str
+    run_id: str = ""
+
+
+class EvidenceChunk(Record):
+    """A section-aware piece of one document version, with its embedding.
+
+    ``text == document text[char_start:char_end]`` exactly, so a quote can be
+    cited. ``content_hash`` (of the text) is what embedding reuse keys on: a
+    chunk whose text did not change between versions gets the stored vector
+    (``embedding_reused``) instead of being embedded again.
+    """
+
+    table: ClassVar[str | None] = "evidence_chunks"
+    key: ClassVar[tuple[str, ...]] = ("chunk_id",)
+
+    chunk_id: str
+    doc_version_id: str
+    tenant_id: str
+    doc_id: str
+    doc_version: str
+    kind: EvidenceKind = "document"
+    acl: list[str] = Field(default_factory=list)
+    trust: Trust = "untrusted"
+    effective_from: datetime
+    ordinal: int = Field(ge=0)
+    section_path: list[str] = Field(default_factory=list)
+    char_start: int = Field(ge=0)
+    char_end: int = Field(ge=0)
+    text: str
+    content_hash: str
+    token_count: int = Field(ge=0)
+    embedding: list[Float32]
+    embed_model: str
+    embedding_reused: bool = False
+    policy_version: str
+    run_id: str = ""
+
+    @field_validator("embedding")
+    @classmethod
+    def _width(cls, value: list[float]) -> list[float]:
+        if len(value) != EMBEDDING_DIM:
+            raise ValueError(f"embedding must have {EMBEDDING_DIM} values")
+        return value
+
+    @model_validator(mode="after")
+    def _span(self) -> EvidenceChunk:
+        if self.char_end - self.char_start != len(self.text):
+            raise ValueError("char_end - char_start must equal len(text)")
+        return self
+
+
+# --------------------------------------------------------------- query results
+class SearchHit(_Strict):
+    """One chunk returned by ``search_evidence``, with each score that ranked it.
+
+    ``bm25``/``cosine`` are the raw scores (None when the chunk was not in that
+    list's candidates), ``*_rank`` are 1-based ranks in those lists, ``fused`` is
+    the weighted reciprocal-rank-fusion score the results are ordered by.
+    """
+
+    chunk_id: str
+    doc_id: str
+    doc_version: str
+    doc_version_id: str
+    kind: EvidenceKind
+    tenant_id: str
+    section_path: list[str]
+    char_start: int
+    char_end: int
+    text: str
+    token_count: int
+    content_hash: str
+    trust: Trust
+    authority: float | None = None
+    effective_from: datetime
+    effective_to: datetime | None = None
+    bm25: float | None = None
+    bm25_rank: int | None = None
+    cosine: float | None = None
+    cosine_rank: int | None = None
+    fused: float
+
+
+ItemKind = Literal["evidence", "tool_artifact", "fact", "hypothesis"]
+DropReason = Literal["non_positive_utility", "over_budget", "duplicate"]
+
+
+class ContextScores(_Strict):
+    """How ``pack`` valued an item: utility = relevance x authority x freshness -
+    redundancy (redundancy against the items selected before it)."""
+
+    relevance: float
+    authority: float
+    freshness: float
+    redundancy: float = 0.0
+    utility: float
+
+
+class ContextItem(_Strict):
+    """One item a context builder got (or was refused), as in the seed article.
+
+    ``content`` is what goes into the model's context: retrieved text always
+    sits inside a data envelope (``pipelines.evidence.envelope``), never as
+    instructions; ``instruction_like`` flags text that reads like a command.
+    """
+
+    item_id: str
+    kind: ItemKind
+    source: str
+    trust: Trust
+    retrieved_at: datetime
+    version: str
+    token_count: int = Field(ge=0)
+    content: str
+    mandatory: bool = False
+    instruction_like: bool = False
+    doc_id: str | None = None
+    section_path: list[str] = Field(default_factory=list)
+    char_start: int | None = None
+    char_end: int | None = None
+    effective_from: datetime | None = None
+    scores: ContextScores
+
+
+class DroppedItem(_Strict):
+    """A candidate ``pack`` did not select, and why."""
+
+    item: ContextItem
+    reason: DropReason
+
+
+class PackRequest(_Strict):
+    """What a context builder asks ``pack`` for.
+
+    The budget for retrieved items is ``window_tokens - max_output_tokens -
+    overhead_tokens``. ``mandatory`` lists item ids (chunk or memory ids) that
+    must be selected; ``pack`` raises when they cannot all fit.
+    """
+
+    tenant_id: str
+    subject_id: str | None = None
+    purpose: str | None = None
+    principal_groups: list[str] = Field(default_factory=list)
+    query: str
+    window_tokens: int = Field(gt=0)
+    max_output_tokens: int = Field(default=0, ge=0)
+    overhead_tokens: int = Field(default=0, ge=0)
+    mandatory: list[str] = Field(default_factory=list)
+    as_of: datetime | None = None
+    now: datetime | None = None
+    candidates: int | None = Field(default=None, ge=1)
+    include_memories: bool = True
+    include_evidence: bool = True
+
+    @property
+    def budget_tokens(self) -> int:
+        """Tokens left for retrieved items."""
+        return self.window_tokens - self.max_output_tokens - self.overhead_tokens
+
+
+class ContextManifest(_Strict):
+    """What ``pack`` selected and dropped (with reasons), and the budget used."""
+
+    manifest_id: str
+    tenant_id: str
+    subject_id: str | None = None
+    purpose: str | None = None
+    principal_groups: list[str]
+    query: str
+    created_at: datetime
+    as_of: datetime | None = None
+    window_tokens: int
+    max_output_tokens: int
+    overhead_tokens: int
+    budget_tokens: int
+    used_tokens: int
+    selected: list[ContextItem]
+    dropped: list[DroppedItem]
+    notes: list[str] = Field(default_factory=list)

@@ -1,0 +1,226 @@
+"""TestPipeline tests of ``ChunkEvidence``: main outputs and dead letters, embedding
+reuse against a real DuckLake warehouse, embedding failures as dead letters."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.config import JobConfig
+from pipelines.evidence.documents import RunInfo, build_document, text_hash
+from pipelines.evidence.embed import Embedder
+from pipelines.evidence.landing import discover_documents
+from pipelines.evidence.transforms import ChunkEvidence
+from schemas import Artifact, Message
+from schemas.arrow import to_table
+from schemas.evidence import EvidenceChunk
+from schemas.policy import load_policy
+from warehouse import Warehouse
+
+pytestmark = pytest.mark.slow
+
+KEY = bytes.fromhex("00112233445566778899aabbccddeeff")
+POLICY = load_policy(None)
+RUNBOOK = """# Disk full
+
+## Meaning
+
+The volume of the database is almost full.
+
+## Mitigation
+
+Grow the volume, then page the owner at dba@example.org.
+"""
+
+
+def _config(tmp_path) -> JobConfig:
+    return JobConfig(
+        job="test",
+        run_id="run_ev",
+        landing=str(tmp_path / "landing"),
+        warehouse=str(tmp_path / "wh"),
+        policy_version="test+0",
+        code_version="test",
+        docs=str(tmp_path / "docs"),
+    )
+
+
+def _docs(tmp_path, extra: dict[str, bytes] | None = None):
+    docs = tmp_path / "docs" / "tenant=acme"
+    docs.mkdir(parents=True)
+    (docs / "disk.md").write_text(RUNBOOK)
+    (docs / "disk.md.meta.json").write_text(
+        json.dumps({"doc_id": "disk-full", "acl": ["sre"], "version": "v1",
+                    "effective_date": "2024-01-01"})
+    )  # fmt: skip
+    for name, data in (extra or {}).items():
+        (docs / name).write_bytes(data)
+    return discover_documents(tmp_path / "docs", "default").items
+
+
+def _artifact_inputs():
+    artifact = Artifact(
+        artifact_id="art_1",
+        tenant_id="acme",
+        size_bytes=40,
+        content="kubectl get pods\nweb-1 Running\nweb-2 Pending",
+        policy_version="p",
+    )
+    message = Message(
+        message_id="m1",
+        session_id="s1",
+        tenant_id="acme",
+        turn=2,
+        role="tool",
+        name="kubectl",
+        content="[tool_result]",
+        content_hash="h",
+        token_count=3,
+        artifact_ref="art_1",
+        policy_version="p",
+        source_ref="f#1",
+        created_at=datetime(2025, 3, 1, 9, 0, tzinfo=UTC),
+    )
+    return [artifact, artifact], [message]  # the same artifact seen twice
+
+
+def test_chunk_evidence_outputs_and_dead_letters(tmp_path):
+    items = _docs(
+        tmp_path,
+        {
+            "binary.md": b"\xff\xfe\x00 not text",
+            "bad.md": b"---\nacl: [sre\n---\nbody",
+        },
+    )
+    artifacts, messages = _artifact_inputs()
+    config = _config(tmp_path)
+    with TestPipeline() as p:
+        out = {
+            "documents": p | "Docs" >> beam.Create(items),
+            "artifacts": p | "Artifacts" >> beam.Create(artifacts),
+            "messages": p | "Messages" >> beam.Create(messages),
+        } | ChunkEvidence(config, POLICY, KEY)
+        assert_that(
+            out["documents"]
+            | beam.Map(lambda v: (v.doc_id, v.kind, v.chunk_count, v.acl)),
+            equal_to(
+                [
+                    ("disk-full", "document", 2, ["sre"]),
+                    ("art_1", "tool_artifact", 1, ["*"]),
+                ]
+            ),
+            label="CheckDocuments",
+        )
+        assert_that(
+            out["evidence_chunks"]
+            | beam.Map(
+                lambda c: (
+                    c.doc_id,
+                    tuple(c.section_path),
+                    len(c.embedding),
+                    c.embedding_reused,
+                    "example.org" in c.text,
+                )
+            ),
+            equal_to(
+                [
+                    ("disk-full", ("Disk full", "Meaning"), 384, False, False),
+                    ("disk-full", ("Disk full", "Mitigation"), 384, False, False),
+                    ("art_1", ("kubectl",), 384, False, False),
+                ]
+            ),
+            label="CheckChunks",
+        )
+        assert_that(
+            out["dead_letter"] | beam.Map(lambda d: (d.stage, d.reason_code)),
+            equal_to(
+                [("evidence_docs", "not_utf8"), ("evidence_docs", "bad_metadata")]
+            ),
+            label="CheckDeadLetters",
+        )
+        assert_that(
+            out["document_files"] | beam.Map(lambda f: (f.versions_out, f.dead)),
+            equal_to([(1, 0), (0, 1), (0, 1)]),
+            label="CheckFiles",
+        )
+
+
+def test_known_texts_reuse_the_stored_vector(tmp_path):
+    items = _docs(tmp_path)
+    config = _config(tmp_path)
+    policy = POLICY
+    # what the pipeline will build, to plant the first chunk's text as known
+    built = build_document(
+        items[0],
+        policy,
+        lambda fields: [type("R", (), {"text": t, "findings": []}) for _, t in fields],
+        RunInfo("run_old", "p", "t"),
+    )
+    meaning = next(d for d in built.chunks if "Meaning" in d.fields["section_path"])
+    marker = [0.0] * 383 + [1.0]
+    old = meaning.complete(marker, policy.evidence.embedding.model, reused=False)
+    old = old.model_copy(update={"chunk_id": "chk_old", "doc_version_id": "dv_old"})
+    with Warehouse.open(config.warehouse, create=True) as wh:
+        wh.commit_staged(
+            "seed",
+            {},
+            {"evidence_chunks": to_table(EvidenceChunk, [old.row()])},
+            {"seed": True},
+        )
+    with TestPipeline() as p:
+        out = {
+            "documents": p | "Docs" >> beam.Create(items),
+            "artifacts": p | "Artifacts" >> beam.Create([]),
+            "messages": p | "Messages" >> beam.Create([]),
+        } | ChunkEvidence(config, policy, KEY)
+        assert_that(
+            out["evidence_chunks"]
+            | beam.Map(
+                lambda c: (c.section_path[-1], c.embedding_reused, c.embedding[-1])
+            ),
+            _reuse_matcher(),
+            label="CheckReuse",
+        )
+    assert old.content_hash == text_hash(meaning.text)
+
+
+def _reuse_matcher():
+    def check(actual):
+        by_section = {a[0]: a for a in actual}
+        assert by_section["Meaning"][1:] == (True, 1.0)
+        assert by_section["Mitigation"][1] is False
+        assert by_section["Mitigation"][2] != 1.0
+        assert len(actual) == 2
+
+    return check
+
+
+def test_embedding_failures_become_dead_letters(tmp_path, monkeypatch):
+    original = Embedder.encode
+
+    def poisoned(self, texts, model=None):
+        if any("POISON" in t for t in texts):
+            raise RuntimeError("model exploded")
+        return original(self, texts, model)
+
+    monkeypatch.setattr(Embedder, "encode", poisoned)
+    items = _docs(tmp_path, {"poison.md": b"# P\n\nPOISON text"})
+    config = _config(tmp_path)
+    with TestPipeline() as p:
+        out = {
+            "documents": p | "Docs" >> beam.Create(items),
+            "artifacts": p | "Artifacts" >> beam.Create([]),
+            "messages": p | "Messages" >> beam.Create([]),
+        } | ChunkEvidence(config, POLICY, KEY)
+        # one batch holds every text: all three chunks fail together, none is lost
+        assert_that(
+            out["dead_letter"] | beam.Map(lambda d: (d.stage, d.reason_code)),
+            equal_to([("evidence_embed", "embedding_failed")] * 3),
+            label="CheckDead",
+        )
+        assert_that(out["evidence_chunks"], equal_to([]), label="CheckNoChunks")

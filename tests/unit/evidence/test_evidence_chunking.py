@@ -1,0 +1,146 @@
+"""Section-aware chunking: headings, spans, token bounds, oversized blocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.evidence.chunking import chunk_text, parse_blocks, split_oversized
+from pipelines.ingest.tokens import count_tokens
+
+RUNBOOK = (
+    Path(__file__).resolve().parents[2]
+    / "fixtures"
+    / "evidence"
+    / "runbooks"
+    / "KubeletTooManyPods"
+    / "v04_2022-02-18_1616bee0.md"
+)
+
+DOC = """# Refunds
+
+Intro paragraph about refunds.
+
+## Eligibility
+
+Customers may ask for a refund within 30 days.
+
+### Exceptions
+Digital goods are final.
+
+## Process
+
+Open a ticket.
+
+```
+refund --order 1234
+
+refund --confirm
+```
+
+Setext title
+------------
+
+Body under setext.
+"""
+
+
+def _texts(text, chunks):
+    return [text[c.char_start : c.char_end] for c in chunks]
+
+
+def test_blocks_find_headings_code_and_paragraphs():
+    blocks = parse_blocks(DOC)
+    kinds = [(b.kind, b.level, b.title) for b in blocks]
+    assert ("heading", 1, "Refunds") in kinds
+    assert ("heading", 3, "Exceptions") in kinds
+    assert ("heading", 2, "Setext title") in kinds
+    code = [b for b in blocks if b.kind == "code"]
+    assert len(code) == 1  # the blank line inside the fence does not split it
+    assert DOC[code[0].start : code[0].end].endswith("```")
+
+
+def test_headings_start_chunks_and_give_the_section_path():
+    chunks = chunk_text(DOC, max_tokens=200, min_tokens=0)
+    paths = [c.section_path for c in chunks]
+    assert paths == [
+        ("Refunds",),
+        ("Refunds", "Eligibility"),
+        ("Refunds", "Eligibility", "Exceptions"),
+        ("Refunds", "Process"),
+        ("Refunds", "Setext title"),
+    ]
+    texts = _texts(DOC, chunks)
+    assert texts[1].startswith("## Eligibility")
+    assert "refund --confirm" in texts[3]
+
+
+def test_a_heading_directly_under_a_heading_rides_along():
+    text = "# A\n\n## B\n\nbody of b\n"
+    (chunk,) = chunk_text(text, max_tokens=50, min_tokens=0)
+    assert chunk.section_path == ("A", "B")
+    assert text[chunk.char_start : chunk.char_end] == "# A\n\n## B\n\nbody of b"
+
+
+def test_spans_are_exact_and_bounded_on_a_real_runbook():
+    text = RUNBOOK.read_text()
+    chunks = chunk_text(text, max_tokens=60, min_tokens=10)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        piece = text[chunk.char_start : chunk.char_end]
+        assert piece == piece.strip() and piece
+        assert chunk.token_count == count_tokens(piece) <= 60
+    starts = [c.char_start for c in chunks]
+    assert starts == sorted(starts)
+    assert any("Diagnosis" in c.section_path for c in chunks)
+
+
+def test_small_trailing_piece_joins_the_previous_chunk_of_its_section():
+    text = "# S\n\n" + "word " * 30 + "\n\nshort tail\n"
+    merged = chunk_text(text, max_tokens=200, min_tokens=10)
+    assert len(merged) == 1
+    split = chunk_text(text, max_tokens=33, min_tokens=10)
+    assert len(split) == 2  # no room: the tail stays on its own
+
+
+def test_oversized_blocks_split_at_lines_then_spaces_then_characters():
+    lines = "\n".join(f"line {i} " + "x" * 20 for i in range(40))
+    spans = split_oversized(lines, 0, len(lines), 30, count_tokens)
+    assert len(spans) > 1
+    assert all(count_tokens(lines[s:e]) <= 30 for s, e in spans)
+    assert all(lines[s - 1] == "\n" for s, _ in spans[1:])  # cut at line ends
+    blob = "Q" * 3000  # no space, no newline: a key or a base64 run
+    spans = split_oversized(blob, 0, len(blob), 50, count_tokens)
+    assert "".join(blob[s:e] for s, e in spans) == blob
+    assert all(count_tokens(blob[s:e]) <= 50 for s, e in spans)
+
+
+WORDS = st.sampled_from(
+    ["alpha", "beta", "incident", "pager", "rotate", "key", "α", "😀", "x" * 30]
+)
+LINES = st.one_of(
+    st.lists(WORDS, min_size=1, max_size=25).map(" ".join),
+    st.integers(1, 6).map(lambda n: "#" * n + " Title"),
+    st.just(""),
+    st.just("```"),
+    st.just("---"),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(LINES, max_size=40), st.integers(8, 80), st.integers(0, 20))
+def test_chunks_are_exact_spans_within_bounds_covering_all_words(
+    lines, max_tokens, min_tokens
+):
+    text = "\n".join(lines)
+    chunks = chunk_text(text, max_tokens=max_tokens, min_tokens=min(min_tokens, 8))
+    covered = ""
+    for chunk in chunks:
+        piece = text[chunk.char_start : chunk.char_end]
+        assert piece and piece == piece.strip()
+        assert chunk.token_count == count_tokens(piece) <= max_tokens
+        covered += piece
+    # every non-space character lands in exactly one chunk, in order
+    assert "".join(covered.split()) == "".join(text.split())

@@ -1,0 +1,117 @@
+"""Consent and system-record input files: discovery, parsing, rejections."""
+
+from __future__ import annotations
+
+import json
+
+from pipelines.memory.inputs import (
+    discover_inputs,
+    new_inputs,
+    parse_consent_file,
+    parse_system_records_file,
+)
+from schemas.policy import load_policy
+
+SETTINGS = load_policy(None).memory
+
+
+def _write(path, *lines):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_discovery_tenant_folders_and_known_hashes(tmp_path):
+    grant = {"event": "grant", "subject_id": "u", "purpose": "support",
+             "basis": "consent", "at": "2026-01-01T00:00:00Z"}  # fmt: skip
+    _write(tmp_path / "c" / "tenant=acme" / "a.jsonl", grant)
+    _write(tmp_path / "c" / "b.jsonl", grant)
+    (tmp_path / "c" / "notes.txt").write_text("not an input")
+    items = discover_inputs(tmp_path / "c", "consent", "dflt")
+    assert [(i.rel_path, i.tenant_id) for i in items] == [
+        ("consent/b.jsonl", "dflt"),
+        ("consent/tenant=acme/a.jsonl", "acme"),
+    ]
+    assert items[0].file_hash == items[1].file_hash  # same bytes
+    assert len(new_inputs(tmp_path / "c", None, "dflt", set())) == 1
+    assert new_inputs(tmp_path / "c", None, "dflt", {items[0].file_hash}) == []
+    single = discover_inputs(tmp_path / "c" / "b.jsonl", "consent", "dflt")
+    assert [i.rel_path for i in single] == ["consent/b.jsonl"]
+
+
+def test_consent_lines_are_validated_against_the_policy(tmp_path):
+    path = _write(
+        tmp_path / "consent.jsonl",
+        {"event": "grant", "subject_id": "u", "purpose": "support",
+         "basis": "contract", "at": "2026-01-01T00:00:00"},
+        {"event": "withdraw", "subject_id": "u", "purpose": "*",
+         "at": "2026-02-01T00:00:00Z"},
+        {"event": "grant", "subject_id": "u", "purpose": "support",
+         "at": "2026-01-01T00:00:00Z"},
+        {"event": "grant", "subject_id": "u", "purpose": "support",
+         "basis": "whim", "at": "2026-01-01T00:00:00Z"},
+        {"event": "grant", "subject_id": "u", "purpose": "*", "basis": "consent",
+         "at": "2026-01-01T00:00:00Z"},
+        {"event": "grant", "subject_id": "u", "purpose": "spying",
+         "basis": "consent", "at": "2026-01-01T00:00:00Z"},
+        {"event": "revoke", "subject_id": "u", "purpose": "support",
+         "at": "2026-01-01T00:00:00Z"},
+    )  # fmt: skip
+    (item,) = discover_inputs(path, "consent", "acme")
+    parsed = parse_consent_file(item, SETTINGS, "run")
+    assert [(c.event, c.purpose, c.tenant_id) for c in parsed.consent] == [
+        ("grant", "support", "acme"),
+        ("withdraw", "*", "acme"),
+    ]
+    assert parsed.consent[0].effective_at.tzinfo is not None  # naive = UTC
+    assert [r.reason_code for r in parsed.rejected] == [
+        "missing_field",
+        "unknown_basis",
+        "invalid_record",
+        "unknown_purpose",
+        "invalid_record",
+    ]
+    assert parsed.records_in == 7 == parsed.records_out + len(parsed.rejected)
+    again = parse_consent_file(item, SETTINGS, "run")
+    assert [c.consent_id for c in again.consent] == [
+        c.consent_id for c in parsed.consent
+    ]
+
+
+def test_system_records_are_redacted_and_keep_their_line(tmp_path):
+    _write(
+        tmp_path / "tenant=acme" / "sys.jsonl",
+        {"subject_id": "u", "purpose": "billing", "key": "Plan",
+         "text": "Plan: Pro for jane@example.org",
+         "observed_at": "2026-11-01T00:00:00Z"},
+        {"subject_id": "u", "purpose": "billing", "text": "no key",
+         "observed_at": "2026-11-01T00:00:00Z"},
+    )  # fmt: skip
+    (item,) = discover_inputs(tmp_path, "system_records", "dflt")
+    seen = []
+
+    def redact(text, tenant):
+        seen.append(tenant)
+        return text.replace("jane@example.org", "<EMAIL_ADDRESS:0a1b2c3d>")
+
+    parsed = parse_system_records_file(item, SETTINGS, redact)
+    (candidate,) = parsed.candidates
+    assert candidate.text == "Plan: Pro for <EMAIL_ADDRESS:0a1b2c3d>"
+    assert seen == ["acme"] and candidate.tenant_id == "acme"
+    assert candidate.source == "system_record" and candidate.slot == "plan"
+    assert candidate.provenance.input_ref.startswith("system_records/tenant=acme/")
+    assert [r.reason_code for r in parsed.rejected] == ["missing_field"]
+    assert all("jane" not in r.detail for r in parsed.rejected)
+
+
+def test_a_file_that_changes_after_discovery_is_rejected_whole(tmp_path):
+    path = _write(
+        tmp_path / "c.jsonl",
+        {"event": "grant", "subject_id": "u", "purpose": "support",
+         "basis": "consent", "at": "2026-01-01T00:00:00Z"},
+    )  # fmt: skip
+    (item,) = discover_inputs(path, "consent", "acme")
+    path.write_text(path.read_text() + "\n")
+    parsed = parse_consent_file(item, SETTINGS, "run")
+    assert parsed.status == "changed" and parsed.consent == []
+    assert [r.reason_code for r in parsed.rejected] == ["file_changed_during_run"]

@@ -1,0 +1,136 @@
+"""Table tests for the PERSON and LOCATION cue rules (names.py, places.py) and
+their wiring in the engine. All names and places are made up or generic."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.redact.names import find_names
+from pipelines.redact.places import find_places, recipient_name
+from pipelines.redact.spans import Detection
+
+
+def _values(text: str, dets: list[Detection]) -> list[tuple[str, str]]:
+    return [(d.entity_type, text[d.start : d.end]) for d in dets]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("I'd like to join accounts with ms. wijtze", "wijtze"),
+        ("please ask dr. okonkwo-baptiste about it", "okonkwo-baptiste"),
+        ("my name is tracy sukhorukova and I live here", "tracy sukhorukova"),
+        ("her maiden name is kowalczyk", "kowalczyk"),
+        ("call me katy but u can call later", "katy"),
+        ("john had given the keys to the agent", "john"),
+        ("It was a done thing between him and Zumaya's kid.", "Zumaya"),
+        ("Ask Oyelaran's wife", "Oyelaran"),
+    ],
+)
+def test_person_cues(text: str, value: str) -> None:
+    found = _values(text, find_names(text))
+    assert ("PERSON", value) in found, found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "call me back when the build passes",
+        "my name is not important here",
+        "The file name is readme.md",
+        "Please ask ms. office to help.",
+        "Apple's family of products",
+        "ssh alice@host.example.com",
+        "cd /home/john/projects",
+        "see john.doe@example.com",
+        "julia and ada are languages; hugo builds sites",
+        "THE USER JOHN IS SHOUTING",
+    ],
+)
+def test_person_cue_negatives(text: str) -> None:
+    new_rules = [
+        text[d.start : d.end]
+        for d in find_names(text)
+        if d.recognizer in ("names:given_lower", "names:kin")
+        or text[d.start : d.end].islower()
+    ]
+    assert new_rules == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Dr. Vesely grew up in Ústí nad Labem 2.", "Ústí nad Labem 2"),
+        ("She was born in Zafferana Etnea in 1950.", "Zafferana Etnea"),
+        ("I live in Porto Alegre now", "Porto Alegre"),
+        ("Ana lives in Kouklia.", "Kouklia"),
+        ("We are flying to Reykjavik on Monday", "Reykjavik"),
+        ("When: 1998-06-28\nWhere: Kouklia Country Club.", "Kouklia Country Club"),
+        ("studying at the University of Zafferana Etnea.", "Zafferana Etnea"),
+        ("his hometown is Villa de Leyva", "Villa de Leyva"),
+    ],
+)
+def test_place_cues(text: str, value: str) -> None:
+    found = _values(text, find_places(text))
+    assert ("LOCATION", value) in found, found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The function lives in Utils and is called from main.",
+        "I moved to Postgres last week.",
+        "We are based in React land here.",
+        "Where: src/app/main.py line 10",
+        "Location: us-east-1",
+        "City: None",
+        "the helper lives in Settings.py",
+        "we travel to GetUserToken next",
+    ],
+)
+def test_place_cue_negatives(text: str) -> None:
+    assert find_places(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        (
+            "billing address: tracy sukhorukova\n    23 8 wressle road",
+            "tracy sukhorukova",
+        ),
+        ("Ship to: Ana María Díaz\n975 Sunset Drive", "Ana María Díaz"),
+        ("Olumide Bakare\n12 Harbour Road", "Olumide Bakare"),
+        ("Acme Software\n12 Harbour Road", None),
+        ("Order 42 shipped\n12 Harbour Road", None),
+        ("Notes: see attached\n12 Harbour Road", None),
+    ],
+)
+def test_recipient_name(text: str, name: str | None) -> None:
+    start = text.index("\n") + 1
+    while text[start] == " ":
+        start += 1
+    det = recipient_name(text, start)
+    if name is None:
+        assert det is None
+    else:
+        assert det is not None and text[det.start : det.end] == name
+
+
+def test_engine_redacts_recipient_and_place(redactor) -> None:
+    text = (
+        "billing address: tracy sukhorukova\n    23 8 wressle road suite 771\n"
+        "She grew up in Ústí nad Labem 2."
+    )
+    out = redactor.redact_text(text, "t").text
+    for raw in ("tracy", "sukhorukova", "wressle", "Ústí"):
+        assert raw not in out, out
+
+
+def test_engine_redacts_repeated_password(redactor) -> None:
+    pw = "Prl" + "23Db#@"
+    text = f"Password:{pw}\n비번 {pw}\nroot/{pw}"
+    out = redactor.redact_text(text, "t", "tool_output")
+    assert pw not in out.text
+    placeholders = {out.text[f.start : f.end] for f in out.findings}
+    assert len(placeholders) == 1  # one value, one pseudonym

@@ -1,0 +1,305 @@
+"""Query API over the evidence tables: hybrid search, context packing, SQL macros.
+
+Context builders call ``Warehouse.open(path).search_evidence(...)`` and
+``.pack(request)`` (thin methods delegating here). Analysts get the same search
+as SQL macros (``install_macros``; the ``ctxledger sql`` command installs them):
+``evidence_versions()``, ``evidence_scope(tenant, groups, as_of)``,
+``evidence_bm25(...)``, ``evidence_vector(...)``, ``evidence_search(...)`` and the
+scalar ``evidence_embed(text)``.
+
+Versions are append-only: a version is effective from its ``effective_from``
+until the next version (or deletion tombstone) of the same document, so
+``as_of=`` answers "what did the document say then" from the current snapshot,
+and ``Warehouse(..., snapshot=n)`` answers "what did we know at snapshot n".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import numpy as np
+
+from schemas.evidence import EMBEDDING_DIM, SearchHit, SearchSettings
+from warehouse.evidence_index import STOPWORDS, EvidenceIndex
+
+if TYPE_CHECKING:
+    from schemas.evidence import ContextManifest, PackRequest
+    from schemas.policy import Policy
+    from warehouse.catalog import Warehouse
+
+SQL_FILE = Path(__file__).resolve().parent / "sql" / "evidence.sql"
+_INDEXES: OrderedDict[tuple[Any, ...], EvidenceIndex] = OrderedDict()
+_INDEX_LOCK = threading.Lock()
+_EMBEDDERS: dict[str, Any] = {}
+_EMBEDDER_LOCK = threading.Lock()
+
+
+# ------------------------------------------------------------ pipeline helpers
+def _read_only(
+    root: str | Path, catalog: str | None, data_path: str | None
+) -> duckdb.DuckDBPyConnection | None:
+    """A read-only connection to the lake, or None when there is no warehouse."""
+    from warehouse.catalog import CATALOG_FILE, LAKE_ALIAS, _quote, connect
+
+    root = Path(root).resolve()
+    catalog = catalog or str(root / CATALOG_FILE)
+    data_path = data_path or str(root / "lake")
+    if (
+        not catalog.startswith(("postgres:", "postgresql:"))
+        and not Path(catalog).exists()
+    ):
+        return None
+    con = connect()
+    con.execute("LOAD ducklake")
+    con.execute(
+        f"ATTACH {_quote('ducklake:' + catalog)} AS {LAKE_ALIAS} "
+        f"(DATA_PATH {_quote(data_path.rstrip('/') + '/')}, READ_ONLY)"
+    )
+    con.execute(f"USE {LAKE_ALIAS}")
+    return con
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM information_schema.tables "
+            "WHERE table_catalog = 'lake' AND table_name = ?",
+            [table],
+        ).fetchone()[0]
+    )
+
+
+def processed_document_hashes(
+    root: str | Path, catalog: str | None = None, data_path: str | None = None
+) -> set[str]:
+    """Hashes of document files a committed run already processed."""
+    con = _read_only(root, catalog, data_path)
+    if con is None:
+        return set()
+    try:
+        if not _has_table(con, "document_files"):
+            return set()
+        rows = con.execute(
+            "SELECT DISTINCT file_hash FROM document_files WHERE status = 'processed'"
+        ).fetchall()
+        return {r[0] for r in rows}
+    finally:
+        con.close()
+
+
+def lookup_embeddings(
+    root: str | Path,
+    keys: Sequence[tuple[str, str]],
+    model: str,
+    catalog: str | None = None,
+    data_path: str | None = None,
+) -> dict[tuple[str, str], list[float]]:
+    """Stored vectors for ``(tenant_id, content_hash)`` keys embedded by ``model``."""
+    if not keys:
+        return {}
+    con = _read_only(root, catalog, data_path)
+    if con is None:
+        return {}
+    try:
+        if not _has_table(con, "evidence_chunks"):
+            return {}
+        import pyarrow as pa  # noqa: PLC0415
+
+        wanted = pa.table(
+            {
+                "tenant_id": [k[0] for k in keys],
+                "content_hash": [k[1] for k in keys],
+            }
+        )
+        con.register("__wanted", wanted)
+        rows = con.execute(
+            "SELECT c.tenant_id, c.content_hash, any_value(c.embedding) "
+            "FROM evidence_chunks c "
+            "SEMI JOIN __wanted w "
+            "ON c.tenant_id = w.tenant_id AND c.content_hash = w.content_hash "
+            "WHERE c.embed_model = ? GROUP BY ALL",
+            [model],
+        ).fetchall()
+        return {(t, h): list(v) for t, h, v in rows if v is not None}
+    finally:
+        con.close()
+
+
+# ------------------------------------------------------------------- macros
+def macros_sql(settings: SearchSettings) -> list[str]:
+    """The evidence macros, filled from the policy's search settings."""
+    words = "[" + ", ".join("'" + w + "'" for w in STOPWORDS) + "]"
+    text = SQL_FILE.read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    filled = (
+        "\n".join(lines)
+        .replace("{stopwords}", words)
+        .replace("{candidates}", str(settings.candidates))
+        .replace("{k1}", repr(float(settings.bm25_k1)))
+        .replace("{b}", repr(float(settings.bm25_b)))
+        .replace("{rrf_k}", str(int(settings.rrf_k)))
+        .replace("{bm25_weight}", repr(float(settings.bm25_weight)))
+        .replace("{vector_weight}", repr(float(settings.vector_weight)))
+    )
+    return [s.strip() for s in filled.split(";") if s.strip()]
+
+
+def install_macros(
+    con: duckdb.DuckDBPyConnection, policy: Policy | None = None
+) -> None:
+    """Create the evidence macros and ``evidence_embed`` on a lake connection."""
+    policy = policy or _default_policy()
+    con.execute("LOAD fts")
+    embedder_settings = policy.evidence.embedding
+
+    def evidence_embed(text: str) -> list[float]:
+        return embedder(embedder_settings).encode([text or ""])[0].tolist()
+
+    try:
+        con.create_function(
+            "evidence_embed", evidence_embed, ["VARCHAR"], "FLOAT[]", side_effects=False
+        )
+    except duckdb.Error:
+        pass  # already registered on this connection
+    for statement in macros_sql(policy.evidence.search):
+        con.execute(statement)
+
+
+# ------------------------------------------------------------------- search
+@lru_cache(maxsize=1)
+def _default_policy() -> Policy:
+    from schemas.policy import load_policy  # noqa: PLC0415
+
+    return load_policy(None)
+
+
+def embedder(settings) -> Any:
+    """One loaded ``Embedder`` per process and model (queries embed here)."""
+    from pipelines.evidence.embed import Embedder  # noqa: PLC0415
+
+    key = settings.model_dump_json()
+    with _EMBEDDER_LOCK:
+        if key not in _EMBEDDERS:
+            instance = Embedder(settings)
+            instance.load()
+            _EMBEDDERS[key] = instance
+        return _EMBEDDERS[key]
+
+
+def _snapshot_of(wh: Warehouse) -> int:
+    return wh.snapshot if wh.snapshot is not None else wh.current_snapshot()
+
+
+def load_index(wh: Warehouse, settings: SearchSettings) -> EvidenceIndex:
+    """The search index of ``wh``'s snapshot (built once per process)."""
+    snapshot = _snapshot_of(wh)
+    key = (wh.catalog, wh.data_path, snapshot, settings.model_dump_json())
+    with _INDEX_LOCK:
+        if key in _INDEXES:
+            _INDEXES.move_to_end(key)
+            return _INDEXES[key]
+    index = build_index(wh, settings, snapshot)
+    with _INDEX_LOCK:
+        _INDEXES[key] = index
+        while len(_INDEXES) > 2:
+            _INDEXES.popitem(last=False)
+    return index
+
+
+def build_index(
+    wh: Warehouse, settings: SearchSettings, snapshot: int | None = None
+) -> EvidenceIndex:
+    """Read every chunk version with its validity and build the index."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    con = wh.connection()
+    install_macros(con)
+    if "evidence_chunks" not in wh.existing_tables():
+        table = None
+    else:
+        table = con.execute(
+            "SELECT c.chunk_id, c.doc_id, c.doc_version, c.doc_version_id, c.kind, "
+            "c.tenant_id, c.section_path, c.char_start, c.char_end, c.text, "
+            "c.token_count, c.content_hash, c.trust, v.authority, c.effective_from, "
+            "v.effective_to, c.acl, c.embedding "
+            "FROM evidence_chunks c JOIN evidence_versions() v USING (doc_version_id)"
+        ).arrow()
+        if hasattr(table, "read_all"):
+            table = table.read_all()
+    if table is None or table.num_rows == 0:
+        from schemas.arrow import arrow_schema  # noqa: PLC0415
+        from schemas.evidence import EvidenceChunk  # noqa: PLC0415
+
+        schema = arrow_schema(EvidenceChunk)
+        table = (
+            schema.empty_table()
+            .append_column("authority", pa.array([], pa.float64()))
+            .append_column("effective_to", pa.array([], pa.timestamp("us", tz="UTC")))
+        )
+    embeddings = table.column("embedding").combine_chunks()
+    flat = embeddings.flatten().to_numpy(zero_copy_only=False)
+    vectors = np.asarray(flat, dtype=np.float32).reshape(-1, EMBEDDING_DIM)
+    return EvidenceIndex.from_rows(
+        table.drop_columns(["embedding"]), vectors, settings, snapshot
+    )
+
+
+def search_evidence(
+    wh: Warehouse,
+    tenant_id: str,
+    principal_groups: Sequence[str],
+    query: str,
+    k: int = 5,
+    as_of: datetime | None = None,
+    candidates: int = 20,
+    *,
+    query_embedding: Sequence[float] | None = None,
+    policy: Policy | None = None,
+) -> list[SearchHit]:
+    """Hybrid BM25 + cosine search within the principal's scope.
+
+    Tenant, ACL groups (``*`` on a document admits every group) and validity at
+    ``as_of`` (default: now) filter first; only chunks in that scope are ranked.
+    Both top-``candidates`` lists are fused by weighted reciprocal rank fusion
+    (weights from the policy). ``query_embedding`` skips embedding ``query``.
+    """
+    policy = policy or _default_policy()
+    settings = policy.evidence.search
+    index = load_index(wh, settings)
+    if query_embedding is None:
+        vector = embedder(policy.evidence.embedding).encode([query])[0]
+    else:
+        vector = np.asarray(query_embedding, dtype=np.float32)
+    ranked = index.search(
+        tenant_id, list(principal_groups), query, vector, k, as_of, candidates
+    )
+    hits = []
+    for r in ranked:
+        row = index.row(r.row)
+        hits.append(
+            SearchHit(
+                **row,
+                bm25=r.bm25,
+                bm25_rank=r.bm25_rank,
+                cosine=r.cosine,
+                cosine_rank=r.cosine_rank,
+                fused=r.fused,
+            )
+        )
+    return hits
+
+
+def pack(
+    wh: Warehouse, request: PackRequest, *, policy: Policy | None = None
+) -> ContextManifest:
+    """Select context items for ``request`` (see ``warehouse.evidence_pack``)."""
+    from warehouse.evidence_pack import pack_context  # noqa: PLC0415
+
+    return pack_context(wh, request, policy or _default_policy())

@@ -1,0 +1,524 @@
+"""In-memory search index over the evidence chunks of one warehouse snapshot.
+
+Built once per process and snapshot (``EvidenceIndex.from_warehouse``) and queried
+by ``warehouse.evidence_api.search_evidence``. Rows are sorted by tenant, so a
+tenant is one contiguous slice; within it the ACL and validity filters give the
+*scope* (the rows this principal may see at ``as_of``), and only scope rows are
+ever scored:
+
+* BM25 over the scope, with statistics (document count, document frequency,
+  average length) of the scope itself, so other tenants' text does not even
+  move the IDF. Tokens: ``evidence_terms`` (DuckDB: lower-case, accents
+  stripped, ``[a-z0-9]+``, English stop words dropped, Porter stems), the same
+  function the SQL macros use.
+* Cosine similarity (vectors are normalised: a dot product), exact over the
+  scope. When the index holds an IVF partition (built from
+  ``search.ivf_min_rows`` chunks on) and the scope is larger than
+  ``search.exact_max_rows``, only the scope rows of the closest IVF lists are
+  scored (``search.ivf_probe_fraction`` of them).
+* Weighted reciprocal rank fusion of the two top-``candidates`` lists.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from schemas.evidence import EMBEDDING_DIM, SearchSettings
+
+#: English stop words dropped by ``evidence_terms`` (Python and SQL alike).
+STOPWORDS = tuple(
+    sorted(
+        set(
+            """a about above after again against all am an and any are as at be
+            because been before being below between both but by can could did do
+            does doing down during each few for from further had has have having he
+            her here hers herself him himself his how i if in into is it its itself
+            just me more most my myself no nor not now of off on once only or other
+            our ours ourselves out over own same she should so some such than that
+            the their theirs them themselves then there these they this those
+            through to too under until up very was we were what when where which
+            while who whom why will with would you your yours yourself yourselves
+            s t don shall may might must also""".split()
+        )
+    )
+)
+#: Scores are rounded before ranking, so equal texts tie exactly (float sums
+#: differ in the last bits between code paths) and ties break by chunk id.
+SCORE_DECIMALS = 6
+_FAR_FUTURE = np.iinfo(np.int64).max
+_OVERFLOW_BIT = np.uint64(1 << 63)
+_META_COLUMNS = (
+    "chunk_id",
+    "doc_id",
+    "doc_version",
+    "doc_version_id",
+    "kind",
+    "tenant_id",
+    "section_path",
+    "char_start",
+    "char_end",
+    "text",
+    "token_count",
+    "content_hash",
+    "trust",
+    "authority",
+    "effective_from",
+    "effective_to",
+)
+
+
+def terms_sql() -> str:
+    """The ``evidence_terms`` macro (shared with warehouse/sql/evidence.sql)."""
+    words = ", ".join("'" + w + "'" for w in STOPWORDS)
+    return (
+        "CREATE OR REPLACE TEMP MACRO evidence_terms(t) AS list_transform("
+        "list_filter(regexp_extract_all(lower(strip_accents(coalesce(t, ''))), "
+        f"'[a-z0-9]+'), w -> NOT list_contains([{words}], w)), "
+        "w -> stem(w, 'porter'))"
+    )
+
+
+def to_micros(when: datetime | None) -> int:
+    """Microseconds since the epoch (UTC); naive datetimes are taken as UTC."""
+    if when is None:
+        when = datetime.now(UTC)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1_000_000)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One fused result row (``row`` indexes the index's metadata)."""
+
+    row: int
+    fused: float
+    bm25: float | None
+    bm25_rank: int | None
+    cosine: float | None
+    cosine_rank: int | None
+
+
+class _Tokenizer:
+    """``evidence_terms`` on a private in-memory DuckDB connection."""
+
+    def __init__(self) -> None:
+        from warehouse.catalog import connect  # noqa: PLC0415
+
+        self._con = connect()
+        self._con.execute("LOAD fts")
+        self._con.execute(terms_sql())
+        self._lock = threading.Lock()
+        self._words: dict[str, tuple[str, ...]] = {}
+
+    def terms(self, text: str) -> list[str]:
+        """``evidence_terms(text)``: computed per whitespace-separated word (the
+        macro never joins across whitespace), each word once per process."""
+        words = (text or "").split()
+        missing = sorted({w for w in words if w not in self._words})
+        if missing:
+            # literal rows bind faster than a list parameter; quotes doubled
+            values = ", ".join("('" + w.replace("'", "''") + "')" for w in missing)
+            with self._lock:
+                rows = self._con.execute(
+                    f"SELECT w, evidence_terms(w) FROM (VALUES {values}) t(w)"
+                ).fetchall()
+            if len(self._words) > 200_000:
+                self._words.clear()
+            for word, terms in rows:
+                self._words[word] = tuple(terms or ())
+        return [term for w in words for term in self._words[w]]
+
+    def postings(
+        self, texts: pa.Array
+    ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The vocabulary (sorted), then ``(term id, row, tf)`` arrays sorted by
+        term id and row, and the number of terms (document length) per text."""
+        table = pa.table({"row": pa.array(np.arange(len(texts))), "text": texts})
+        with self._lock:
+            self._con.register("__texts", table)
+            try:
+                self._con.execute(
+                    "CREATE OR REPLACE TEMP TABLE __terms AS "
+                    "SELECT row, evidence_terms(text) AS terms FROM __texts"
+                )
+                lengths = self._con.execute(
+                    "SELECT len(terms)::INTEGER AS n FROM __terms ORDER BY row"
+                ).fetchnumpy()["n"]
+                self._con.execute(
+                    "CREATE OR REPLACE TEMP TABLE __vocab AS "
+                    "SELECT term, (row_number() OVER (ORDER BY term) - 1)::INTEGER "
+                    "AS tid FROM (SELECT DISTINCT unnest(terms) AS term FROM __terms)"
+                )
+                vocab = [
+                    r[0]
+                    for r in self._con.execute(
+                        "SELECT term FROM __vocab ORDER BY tid"
+                    ).fetchall()
+                ]
+                cols = self._con.execute(
+                    "SELECT v.tid, t.row::INTEGER AS row, count(*)::INTEGER AS tf "
+                    "FROM (SELECT row, unnest(terms) AS term FROM __terms) t "
+                    "JOIN __vocab v USING (term) GROUP BY ALL ORDER BY v.tid, row"
+                ).fetchnumpy()
+                self._con.execute("DROP TABLE __terms")
+                self._con.execute("DROP TABLE __vocab")
+            finally:
+                self._con.unregister("__texts")
+        return (
+            vocab,
+            np.asarray(cols["tid"], dtype=np.int64),
+            np.asarray(cols["row"], dtype=np.int32),
+            np.asarray(cols["tf"], dtype=np.float32),
+            np.asarray(lengths, dtype=np.float32),
+        )
+
+
+def _kmeans(vectors: np.ndarray, lists: int, seed: int = 0, rounds: int = 8):
+    """Spherical k-means centroids (trained on a sample) for the IVF partition."""
+    rng = np.random.default_rng(seed)
+    sample_size = min(len(vectors), max(lists * 40, 20_000))
+    sample = vectors[rng.choice(len(vectors), size=sample_size, replace=False)]
+    centroids = sample[rng.choice(len(sample), size=lists, replace=False)].copy()
+    for _ in range(rounds):
+        assign = np.argmax(sample @ centroids.T, axis=1)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, assign, sample)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        empty = norms[:, 0] == 0
+        sums[empty] = centroids[empty]
+        norms[empty] = 1.0
+        centroids = (sums / norms).astype(np.float32)
+    return centroids
+
+
+def _assign(vectors: np.ndarray, centroids: np.ndarray, batch: int = 65_536):
+    out = np.empty(len(vectors), dtype=np.int32)
+    for start in range(0, len(vectors), batch):
+        out[start : start + batch] = np.argmax(
+            vectors[start : start + batch] @ centroids.T, axis=1
+        )
+    return out
+
+
+class EvidenceIndex:
+    """Sorted rows, ACL bitmasks, validity, BM25 postings, vectors, IVF lists."""
+
+    def __init__(
+        self,
+        meta: pa.Table,
+        acl: list[list[str]],
+        vectors: np.ndarray,
+        settings: SearchSettings,
+        snapshot: int | None = None,
+        ivf: tuple[np.ndarray, np.ndarray] | None = None,
+    ):
+        """``meta``: rows sorted by tenant (``_META_COLUMNS``), then IVF list;
+        ``vectors``: one normalised float32 row per meta row, same order;
+        ``ivf``: centroids and each row's list. Prefer ``from_rows``."""
+        self.settings = settings
+        self.snapshot = snapshot
+        self.meta = meta
+        self.n = meta.num_rows
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self.vectors.shape != (self.n, EMBEDDING_DIM):
+            raise ValueError("one vector per row expected")
+        tenants = meta.column("tenant_id").to_pylist()
+        self.tenant_slices: dict[str, tuple[int, int]] = {}
+        start = 0
+        for i in range(1, self.n + 1):
+            if i == self.n or tenants[i] != tenants[start]:
+                if tenants[start] in self.tenant_slices:
+                    raise ValueError("rows must be sorted by tenant")
+                self.tenant_slices[tenants[start]] = (start, i)
+                start = i
+        self._build_acl(tenants, acl)
+        self.eff_from = self._micros(meta.column("effective_from"), 0)
+        self.eff_to = self._micros(meta.column("effective_to"), _FAR_FUTURE)
+        self._tokenizer = _Tokenizer()
+        self._build_postings(meta.column("text"))
+        self._ivf: np.ndarray | None = None  # centroids
+        self._lists: dict[str, np.ndarray] = {}  # tenant -> list bounds (rows)
+        if ivf is not None:
+            centroids, assign = ivf
+            self._ivf = centroids
+            wanted = np.arange(len(centroids) + 1)
+            for tenant, (lo, hi) in self.tenant_slices.items():
+                if np.any(np.diff(assign[lo:hi]) < 0):
+                    raise ValueError("rows must be sorted by IVF list in a tenant")
+                self._lists[tenant] = lo + np.searchsorted(assign[lo:hi], wanted)
+
+    # ------------------------------------------------------------------ build
+    @staticmethod
+    def _micros(column: pa.ChunkedArray, fill: int) -> np.ndarray:
+        values = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        return np.asarray(values.fill_null(fill).to_numpy(), dtype=np.int64)
+
+    def _build_acl(self, tenants: list[str], acl: list[list[str]]) -> None:
+        """Per tenant, each group gets a bit (``*`` is bit 0); groups beyond 62
+        per tenant share an overflow bit and are checked exactly."""
+        self.group_bits: dict[str, dict[str, int]] = {}
+        self.acl_mask = np.zeros(self.n, dtype=np.uint64)
+        self.acl_sets: dict[int, frozenset[str]] = {}
+        for tenant, (lo, hi) in self.tenant_slices.items():
+            counts: dict[str, int] = {}
+            for groups in acl[lo:hi]:
+                for group in groups:
+                    counts[group] = counts.get(group, 0) + 1
+            ordered = sorted(counts, key=lambda g: (g != "*", -counts[g], g))
+            bits = {"*": 0}
+            for group in ordered:
+                if group != "*" and len(bits) < 63:
+                    bits[group] = len(bits)
+            self.group_bits[tenant] = bits
+            for row in range(lo, hi):
+                mask = 0
+                for group in acl[row]:
+                    bit = bits.get(group)
+                    if bit is None:
+                        mask |= int(_OVERFLOW_BIT)
+                        self.acl_sets[row] = frozenset(acl[row])
+                    else:
+                        mask |= 1 << bit
+                self.acl_mask[row] = mask
+
+    def _build_postings(self, texts: pa.ChunkedArray) -> None:
+        vocab, tids, rows, tf, self.doc_len = self._tokenizer.postings(
+            texts.combine_chunks()
+        )
+        if len(self.doc_len) != self.n:
+            self.doc_len = np.zeros(self.n, dtype=np.float32)
+        self.term_ids = {term: i for i, term in enumerate(vocab)}
+        self.term_ptr = np.searchsorted(tids, np.arange(len(vocab) + 1)).astype(
+            np.int64
+        )
+        self.post_rows = rows
+        self.post_tf = tf
+
+    @classmethod
+    def from_rows(
+        cls,
+        meta: pa.Table,
+        vectors: np.ndarray,
+        settings: SearchSettings,
+        snapshot: int | None = None,
+    ) -> EvidenceIndex:
+        """Sort ``meta`` (with an ``acl`` column) and ``vectors`` by tenant (and,
+        with an IVF partition, by list inside a tenant, so that every list of a
+        tenant is one contiguous block of vectors), then build."""
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        vectors = np.asarray(vectors, dtype=np.float32)
+        ivf = None
+        assign = np.zeros(meta.num_rows, dtype=np.int32)
+        if settings.ivf_min_rows and meta.num_rows >= settings.ivf_min_rows:
+            centroids = _kmeans(vectors, max(16, int(math.sqrt(meta.num_rows))))
+            assign = _assign(vectors, centroids)
+            ivf = centroids
+        keyed = pa.table(
+            {
+                "tenant_id": meta.column("tenant_id"),
+                "list": pa.array(assign),
+                "chunk_id": meta.column("chunk_id"),
+            }
+        )
+        order = pc.sort_indices(
+            keyed,
+            sort_keys=[
+                ("tenant_id", "ascending"),
+                ("list", "ascending"),
+                ("chunk_id", "ascending"),
+            ],
+        ).to_numpy()
+        meta = meta.take(pa.array(order))
+        acl = meta.column("acl").to_pylist()
+        return cls(
+            meta.select(list(_META_COLUMNS)),
+            acl,
+            vectors[order],
+            settings,
+            snapshot,
+            (ivf, assign[order]) if ivf is not None else None,
+        )
+
+    # ------------------------------------------------------------------ query
+    def scope(
+        self, tenant_id: str, principal_groups: list[str], as_of: datetime | None
+    ) -> np.ndarray:
+        """Row ids this principal may see at ``as_of`` (sorted, one tenant)."""
+        span = self.tenant_slices.get(tenant_id)
+        if span is None:
+            return np.zeros(0, dtype=np.int64)
+        lo, hi = span
+        bits = self.group_bits[tenant_id]
+        wanted = 1
+        for group in principal_groups:
+            if group in bits:
+                wanted |= 1 << bits[group]
+        acl = self.acl_mask[lo:hi]
+        allowed = (acl & np.uint64(wanted)) != 0
+        overflow = np.nonzero((acl & _OVERFLOW_BIT) != 0)[0]
+        if len(overflow):
+            groups = set(principal_groups)
+            for offset in overflow:
+                if not allowed[offset] and self.acl_sets[lo + offset] & groups:
+                    allowed[offset] = True
+        t = to_micros(as_of)
+        allowed &= (self.eff_from[lo:hi] <= t) & (self.eff_to[lo:hi] > t)
+        return lo + np.nonzero(allowed)[0]
+
+    def bm25(self, query: str, scope: np.ndarray, n: int) -> list[tuple[int, float]]:
+        """Top ``n`` (row, score) by BM25 with the scope's own statistics."""
+        if not len(scope):
+            return []
+        terms = set(self._tokenizer.terms(query))
+        ids = [self.term_ids[t] for t in terms if t in self.term_ids]
+        if not ids:
+            return []
+        in_scope = np.zeros(self.n, dtype=bool)
+        in_scope[scope] = True
+        n_docs = float(len(scope))
+        avgdl = float(self.doc_len[scope].mean()) or 1.0
+        k1, b = self.settings.bm25_k1, self.settings.bm25_b
+        all_rows, all_scores = [], []
+        for term in ids:
+            lo, hi = self.term_ptr[term], self.term_ptr[term + 1]
+            rows = self.post_rows[lo:hi]
+            keep = in_scope[rows]
+            rows = rows[keep]
+            if not len(rows):
+                continue
+            tf = self.post_tf[lo:hi][keep]
+            df = float(len(rows))
+            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            norm = k1 * (1.0 - b + b * self.doc_len[rows] / avgdl)
+            all_rows.append(rows)
+            all_scores.append(idf * tf * (k1 + 1.0) / (tf + norm))
+        if not all_rows:
+            return []
+        rows = np.concatenate(all_rows)
+        totals = np.bincount(rows, weights=np.concatenate(all_scores), minlength=self.n)
+        hit = np.flatnonzero(totals)
+        return self._top(hit, np.round(totals[hit], SCORE_DECIMALS), n)
+
+    def vector(
+        self, query_vec: np.ndarray, scope: np.ndarray, n: int
+    ) -> list[tuple[int, float]]:
+        """Top ``n`` (row, cosine) over the scope (exact, or IVF-probed)."""
+        if not len(scope):
+            return []
+        q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+        norm = float(np.linalg.norm(q))
+        if norm:
+            q = q / norm
+        if self._ivf is not None and len(scope) > self.settings.exact_max_rows:
+            rows, scores = self._probe(q, scope)
+        else:
+            rows = scope
+            lo, hi = int(rows[0]), int(rows[-1]) + 1
+            if len(rows) * 2 >= hi - lo:  # dense: one pass over the slice
+                scores = (self.vectors[lo:hi] @ q)[rows - lo]
+            else:
+                scores = self.vectors[rows] @ q
+        scores = np.round(scores.astype(np.float64), SCORE_DECIMALS)
+        return self._top(rows, scores, n)
+
+    def _probe(self, q: np.ndarray, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scope rows of the IVF lists nearest to ``q``, with their cosines.
+
+        Each list of a tenant is a contiguous block of vectors, so a probe is a
+        matrix-vector product over a view; the scope mask applies before any
+        score is kept."""
+        centroids = self._ivf
+        assert centroids is not None
+        tenant = self.meta.column("tenant_id")[int(scope[0])].as_py()
+        bounds = self._lists[tenant]
+        lo, hi = int(bounds[0]), int(bounds[-1])
+        mask = np.zeros(hi - lo, dtype=bool)
+        mask[scope - lo] = True
+        probes = max(1, math.ceil(len(centroids) * self.settings.ivf_probe_fraction))
+        nearest = np.argpartition(-(centroids @ q), probes - 1)[:probes]
+        rows_out, scores_out = [], []
+        for lst in np.sort(nearest):
+            start, end = int(bounds[lst]), int(bounds[lst + 1])
+            if start == end:
+                continue
+            keep = mask[start - lo : end - lo]
+            if not keep.any():
+                continue
+            scores = self.vectors[start:end] @ q
+            rows_out.append(np.arange(start, end)[keep])
+            scores_out.append(scores[keep])
+        if not rows_out:
+            return scope[:0], np.zeros(0, dtype=np.float32)
+        return np.concatenate(rows_out), np.concatenate(scores_out)
+
+    @staticmethod
+    def _top(rows: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int, float]]:
+        if not len(rows):
+            return []
+        if len(rows) > n:
+            keep = np.argpartition(-scores, n - 1)[:n]
+            rows, scores = rows[keep], scores[keep]
+        order = np.lexsort((rows, -scores))  # score desc, then row (stable)
+        return [(int(rows[i]), float(scores[i])) for i in order]
+
+    def search(
+        self,
+        tenant_id: str,
+        principal_groups: list[str],
+        query: str,
+        query_vec: np.ndarray,
+        k: int,
+        as_of: datetime | None,
+        candidates: int,
+    ) -> list[Ranked]:
+        """Fused top ``k`` within the principal's scope."""
+        scope = self.scope(tenant_id, principal_groups, as_of)
+        bm25 = self.bm25(query, scope, candidates)
+        cosine = self.vector(query_vec, scope, candidates)
+        s = self.settings
+        fused: dict[int, dict[str, Any]] = {}
+        for rank, (row, score) in enumerate(bm25, start=1):
+            fused.setdefault(row, {})["bm25"] = (score, rank)
+        for rank, (row, score) in enumerate(cosine, start=1):
+            fused.setdefault(row, {})["cosine"] = (score, rank)
+        results = []
+        for row, parts in fused.items():
+            b = parts.get("bm25")
+            v = parts.get("cosine")
+            value = (s.bm25_weight / (s.rrf_k + b[1]) if b else 0.0) + (
+                s.vector_weight / (s.rrf_k + v[1]) if v else 0.0
+            )
+            results.append(
+                Ranked(
+                    row,
+                    value,
+                    b[0] if b else None,
+                    b[1] if b else None,
+                    v[0] if v else None,
+                    v[1] if v else None,
+                )
+            )
+        chunk_ids = self.meta.column("chunk_id")
+        results.sort(key=lambda r: (-r.fused, chunk_ids[r.row].as_py()))
+        return results[:k]
+
+    def row(self, row: int) -> dict[str, Any]:
+        """The metadata of one row as a dict."""
+        return {name: self.meta.column(name)[row].as_py() for name in _META_COLUMNS}
+
+    def row_of(self, chunk_id: str) -> int | None:
+        """Row of a chunk id (linear scan; used for mandatory pack items)."""
+        ids = self.meta.column("chunk_id").to_pylist()
+        try:
+            return ids.index(chunk_id)
+        except ValueError:
+            return None
