@@ -37,15 +37,15 @@ ZERO_LEAK = {
     "OPENAI_API_KEY",
     "JWT",
     "PRIVATE_KEY",
+    "PASSWORD",
+    "GITLAB_TOKEN",
+    "STRIPE_KEY",
 }
 #: Highest leak rate allowed per remaining family (measured; see module docstring).
 MAX_LEAK_RATE = {
-    "PERSON": 0.15,
-    "LOCATION": 0.25,
-    "PASSWORD": 0.30,
-    "SECRET": 0.35,
-    "GITLAB_TOKEN": 0.30,
-    "STRIPE_KEY": 0.25,
+    "PERSON": 0.10,  # measured 4/54: lowercase or uncommon names without a cue
+    "LOCATION": 0.05,  # measured 2/60
+    "SECRET": 0.10,  # measured 3/41: keyword and value split by other words
 }
 
 pytestmark = pytest.mark.slow
