@@ -101,10 +101,11 @@ class SearchSettings(_Strict):
     bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
     #: Scopes up to this many chunks are ranked by exact cosine; larger ones
     #: probe an IVF index (when one is built) and rank its rows exactly.
-    exact_max_rows: int = Field(default=200_000, ge=1)
+    exact_max_rows: int = Field(default=20_000, ge=1)
     #: Build an IVF index over the vectors from this many chunks on (0: never).
-    ivf_min_rows: int = Field(default=500_000, ge=0)
-    ivf_probe_fraction: float = Field(default=0.06, gt=0.0, le=1.0)
+    ivf_min_rows: int = Field(default=50_000, ge=0)
+    #: Share of the IVF lists probed per query (nearest centroids first).
+    ivf_probe_fraction: float = Field(default=0.08, gt=0.0, le=1.0)
 
 
 class PackSettings(_Strict):

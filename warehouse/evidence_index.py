@@ -375,38 +375,45 @@ class EvidenceIndex:
         return lo + np.nonzero(allowed)[0]
 
     def bm25(self, query: str, scope: np.ndarray, n: int) -> list[tuple[int, float]]:
-        """Top ``n`` (row, score) by BM25 with the scope's own statistics."""
+        """Top ``n`` (row, score) by BM25 with the scope's own statistics.
+
+        A scope lies inside one tenant's slice ``[lo, hi)``; postings are sorted
+        by row within a term, so only the tenant's part of each posting list is
+        read, and masks and accumulators span the slice, not the index."""
         if not len(scope):
             return []
         terms = set(self._tokenizer.terms(query))
         ids = [self.term_ids[t] for t in terms if t in self.term_ids]
         if not ids:
             return []
-        in_scope = np.zeros(self.n, dtype=bool)
-        in_scope[scope] = True
+        lo, hi = int(scope[0]), int(scope[-1]) + 1
+        in_scope = np.zeros(hi - lo, dtype=bool)
+        in_scope[scope - lo] = True
         n_docs = float(len(scope))
         avgdl = float(self.doc_len[scope].mean()) or 1.0
         k1, b = self.settings.bm25_k1, self.settings.bm25_b
-        all_rows, all_scores = [], []
+        totals = np.zeros(hi - lo, dtype=np.float64)
+        touched = False
         for term in ids:
-            lo, hi = self.term_ptr[term], self.term_ptr[term + 1]
-            rows = self.post_rows[lo:hi]
+            start, end = int(self.term_ptr[term]), int(self.term_ptr[term + 1])
+            postings = self.post_rows[start:end]
+            first = start + int(np.searchsorted(postings, lo))
+            last = start + int(np.searchsorted(postings, hi))
+            rows = self.post_rows[first:last] - lo
             keep = in_scope[rows]
             rows = rows[keep]
             if not len(rows):
                 continue
-            tf = self.post_tf[lo:hi][keep]
+            tf = self.post_tf[first:last][keep]
             df = float(len(rows))
             idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-            norm = k1 * (1.0 - b + b * self.doc_len[rows] / avgdl)
-            all_rows.append(rows)
-            all_scores.append(idf * tf * (k1 + 1.0) / (tf + norm))
-        if not all_rows:
+            norm = k1 * (1.0 - b + b * self.doc_len[rows + lo] / avgdl)
+            totals[rows] += idf * tf * (k1 + 1.0) / (tf + norm)  # rows are unique
+            touched = True
+        if not touched:
             return []
-        rows = np.concatenate(all_rows)
-        totals = np.bincount(rows, weights=np.concatenate(all_scores), minlength=self.n)
         hit = np.flatnonzero(totals)
-        return self._top(hit, np.round(totals[hit], SCORE_DECIMALS), n)
+        return self._top(hit + lo, np.round(totals[hit], SCORE_DECIMALS), n)
 
     def vector(
         self, query_vec: np.ndarray, scope: np.ndarray, n: int

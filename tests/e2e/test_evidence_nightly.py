@@ -486,7 +486,7 @@ class _View:
         return [m for m in self.items if m.served_as == served_as]
 
 
-def test_pack_weighs_memories_as_facts_and_hypotheses(lake):
+def test_pack_weighs_memories_as_facts_and_hypotheses(lake, wh, monkeypatch):
     asked = []
     memory = SimpleNamespace(
         memory_id="mem_fact",
@@ -505,15 +505,14 @@ def test_pack_weighs_memories_as_facts_and_hypotheses(lake):
         recorded_at=datetime(2025, 5, 21, tzinfo=UTC),
     )
 
-    class WithMemories(Warehouse):
-        def memories(self, tenant_id, subject_id, purpose, at=None):
-            asked.append((tenant_id, subject_id, purpose, at))
-            return _View([memory, guess])
+    def memories(tenant_id, subject_id, purpose, at=None):
+        asked.append((tenant_id, subject_id, purpose, at))
+        return _View([memory, guess])
 
-    with WithMemories.open(lake.path) as wh:
-        manifest = wh.pack(
-            _seed_request(subject_id="cust-1", purpose="billing"), policy=lake.policy
-        )
+    monkeypatch.setattr(wh, "memories", memories)
+    manifest = wh.pack(
+        _seed_request(subject_id="cust-1", purpose="billing"), policy=lake.policy
+    )
     assert asked == [("shop", "cust-1", "billing", None)]
     items = {i.item_id: i for i in manifest.selected}
     items.update({d.item.item_id: d.item for d in manifest.dropped})
