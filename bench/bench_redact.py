@@ -79,8 +79,9 @@ def _run(redactor: Any, sessions: list[SessionItems]) -> float:
     return time.perf_counter() - started
 
 
-def _worker(sessions: list[SessionItems], cache: bool, ready: Any, go: Any,
-            out: Any) -> None:
+def _worker(
+    sessions: list[SessionItems], cache: bool, ready: Any, go: Any, out: Any
+) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     redactor = _redactor(cache)
     _run(redactor, sessions[:3])  # warm
@@ -216,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     sessions, source = _load_sessions(1500 if args.quick else None)
     n_msgs, n_bytes = _size(sessions)
     print(f"data: {source}")
-    print(f"{n_msgs} messages, {n_bytes / 1e6:.2f} MB, "
-          f"{n_bytes / n_msgs:.0f} bytes/message\n")
+    print(
+        f"{n_msgs} messages, {n_bytes / 1e6:.2f} MB, "
+        f"{n_bytes / n_msgs:.0f} bytes/message\n"
+    )
 
     report: dict[str, Any] = {"messages": n_msgs, "bytes": n_bytes, "source": source}
     t0 = time.perf_counter()
@@ -230,35 +233,58 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("Redactor, 1 process, cache on", n_msgs / elapsed, n_bytes / elapsed))
     nocache = _redactor(cache=False)
     elapsed_nc = _run(nocache, sessions)
-    rows.append(("Redactor, 1 process, cache off", n_msgs / elapsed_nc,
-                 n_bytes / elapsed_nc))
+    rows.append(
+        ("Redactor, 1 process, cache off", n_msgs / elapsed_nc, n_bytes / elapsed_nc)
+    )
     if args.procs > 1:
         wall = _multi(sessions, args.procs, cache=True)
-        rows.append((f"Redactor, {args.procs} processes, cache on", n_msgs / wall,
-                     n_bytes / wall))
+        rows.append(
+            (
+                f"Redactor, {args.procs} processes, cache on",
+                n_msgs / wall,
+                n_bytes / wall,
+            )
+        )
         wall_nc = _multi(sessions, args.procs, cache=False)
-        rows.append((f"Redactor, {args.procs} processes, cache off", n_msgs / wall_nc,
-                     n_bytes / wall_nc))
+        rows.append(
+            (
+                f"Redactor, {args.procs} processes, cache off",
+                n_msgs / wall_nc,
+                n_bytes / wall_nc,
+            )
+        )
     base_s, base_n, base_b = _baseline(sessions, args.baseline_messages)
     base_rate = base_n / base_s
-    rows.append((f"presidio AnalyzerEngine.analyze ({base_n} msgs)", base_rate,
-                 base_b / base_s))
+    rows.append(
+        (f"presidio AnalyzerEngine.analyze ({base_n} msgs)", base_rate, base_b / base_s)
+    )
 
     print(f"{'configuration':<46}{'msg/s':>10}{'MB/s':>8}{'x base':>9}")
     for name, rate, bps in rows:
         print(f"{name:<46}{rate:>10.1f}{bps / 1e6:>8.3f}{rate / base_rate:>9.1f}")
-    print(f"\nsetup {report['setup_seconds']} s; detection-cache hit rate "
-          f"{hits:.1%}; share of characters sent to NER {ner_share:.1%}")
+    print(
+        f"\nsetup {report['setup_seconds']} s; detection-cache hit rate "
+        f"{hits:.1%}; share of characters sent to NER {ner_share:.1%}"
+    )
     planted = _planted_recall(nocache, sessions)
-    print(f"planted PII/secrets in real messages: recall {planted['recall']:.3f} "
-          f"{json.dumps(planted['per_type'])}")
+    print(
+        f"planted PII/secrets in real messages: recall {planted['recall']:.3f} "
+        f"{json.dumps(planted['per_type'])}"
+    )
     report["rows"] = [
-        {"name": n, "msgs_per_s": round(r, 1), "mb_per_s": round(b / 1e6, 4),
-         "ratio_vs_presidio": round(r / base_rate, 2)}
+        {
+            "name": n,
+            "msgs_per_s": round(r, 1),
+            "mb_per_s": round(b / 1e6, 4),
+            "ratio_vs_presidio": round(r / base_rate, 2),
+        }
         for n, r, b in rows
     ]
-    report.update(cache_hit_rate=round(hits, 4), ner_char_share=round(ner_share, 4),
-                  planted=planted)
+    report.update(
+        cache_hit_rate=round(hits, 4),
+        ner_char_share=round(ner_share, 4),
+        planted=planted,
+    )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

@@ -22,8 +22,10 @@ SessionItems = list[MessageItems]
 
 def default_corpora() -> Path | None:
     """``../shared/corpora`` relative to the repository root, when present."""
-    for candidate in (REPO_ROOT.parent / "shared" / "corpora",
-                      REPO_ROOT / "shared" / "corpora"):
+    for candidate in (
+        REPO_ROOT.parent / "shared" / "corpora",
+        REPO_ROOT / "shared" / "corpora",
+    ):
         if candidate.is_dir():
             return candidate
     return None
@@ -120,10 +122,12 @@ def _apibank(path: Path) -> Iterator[SessionItems]:
             continue
         turn = json.loads(line)
         if turn.get("role") == "API":
-            session.append([
-                ("tool_arguments", json.dumps(turn.get("param_dict", {}))),
-                ("tool_output", json.dumps(turn.get("result", {}))),
-            ])
+            session.append(
+                [
+                    ("tool_arguments", json.dumps(turn.get("param_dict", {}))),
+                    ("tool_output", json.dumps(turn.get("result", {}))),
+                ]
+            )
         else:
             session.append([("content", str(turn.get("text", "")))])
     yield session

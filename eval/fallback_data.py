@@ -23,8 +23,7 @@ _LOG = (
     "2024-05-15 15:00:0{n} WARN retrying request id=ab12cd{n} attempt=2\n"
 )
 _CODE = (
-    "def handler(event):\n    token = os.environ['API_TOKEN']\n"
-    "    return run(event)\n"
+    "def handler(event):\n    token = os.environ['API_TOKEN']\n    return run(event)\n"
 )
 _NAMES = ["Maria Lopez", "Kenji Watanabe", "Olivia Brown", "Ahmed Hassan"]
 
@@ -47,11 +46,18 @@ def synthetic_sessions(n_sessions: int = 120, seed: int = 3) -> list[SessionItem
             if kind == 0:
                 session.append([("content", rng.choice(_PROSE).format(**values))])
             elif kind == 1:
-                output = json.dumps({"user": {"first_name": name.split()[0],
-                                              "email": values["email"]},
-                                     "items": list(range(rng.randint(3, 12)))})
-                session.append([("tool_arguments", json.dumps({"id": s})),
-                                ("tool_output", output)])
+                output = json.dumps(
+                    {
+                        "user": {
+                            "first_name": name.split()[0],
+                            "email": values["email"],
+                        },
+                        "items": list(range(rng.randint(3, 12))),
+                    }
+                )
+                session.append(
+                    [("tool_arguments", json.dumps({"id": s})), ("tool_output", output)]
+                )
             elif kind == 2:
                 session.append([("tool_output", _LOG.format(n=m % 10) * 3)])
             else:

@@ -56,13 +56,27 @@ GOLD_MAP = {
 #: ORGANIZATION, DATE_TIME, NRP and URL are policy options that are off by default;
 #: TITLE, AGE, US_DRIVER_LICENSE are not redacted.
 OUT_OF_SCOPE = frozenset(
-    {"ORGANIZATION", "DATE_TIME", "TITLE", "AGE", "NRP", "DOMAIN_NAME",
-     "US_DRIVER_LICENSE", "URL"}
+    {
+        "ORGANIZATION",
+        "DATE_TIME",
+        "TITLE",
+        "AGE",
+        "NRP",
+        "DOMAIN_NAME",
+        "US_DRIVER_LICENSE",
+        "URL",
+    }
 )
 #: CredSweeper rules that are identifiers or metadata rather than secrets.
 CREDSWEEPER_NOT_SECRET = frozenset(
-    {"UUID", "Nonce", "AWS S3 Bucket", "Firebase Domain", "Tencent WeChat API App ID",
-     "Salesforce Credentials"}
+    {
+        "UUID",
+        "Nonce",
+        "AWS S3 Bucket",
+        "Firebase Domain",
+        "Tencent WeChat API App ID",
+        "Salesforce Credentials",
+    }
 )
 _NEGATIVE_FILE = re.compile(r"(?:_n|_fp|_FALSE|^false_positive|\.n\..*)$")
 
@@ -251,7 +265,8 @@ def eval_credsweeper(redactor: Any, folder: Path) -> dict[str, Any]:
             neg_files += 1
             gold_values = {v for _, v in wanted.get(path.name, [])}
             fps = [
-                f for f in redaction.findings
+                f
+                for f in redaction.findings
                 if f.entity_type in _secret_types() and not gold_values
             ]
             neg_findings += len(fps)
@@ -296,8 +311,9 @@ def eval_detect_secrets(redactor: Any, folder: Path) -> dict[str, Any]:
             total += 1
             ok = value not in redacted
             caught += ok
-            details.append({"file": name, "line": line_no, "type": entry["type"],
-                            "caught": ok})
+            details.append(
+                {"file": name, "line": line_no, "type": entry["type"], "caught": ok}
+            )
     # files without baseline entries: findings there are false positives
     fp_files = {}
     for path in sorted(folder.iterdir()):
@@ -385,12 +401,16 @@ def _print_table(title: str, table: dict[str, dict[str, Any]]) -> None:
 
 def print_report(report: dict[str, Any]) -> None:
     """Human-readable summary of ``run``'s output."""
-    print(f"policy {report['policy_version']}  (setup {report['setup_seconds']} s, "
-          f"total {report['seconds']} s)")
+    print(
+        f"policy {report['policy_version']}  (setup {report['setup_seconds']} s, "
+        f"total {report['seconds']} s)"
+    )
     for key in ("dev_generated_small", "HELD_OUT_synth_dataset_v2"):
         if key in report:
-            _print_table(f"{key} (span overlap; 'any' = covered by any placeholder)",
-                         report[key]["per_type"])
+            _print_table(
+                f"{key} (span overlap; 'any' = covered by any placeholder)",
+                report[key]["per_type"],
+            )
     if "presidio_demo" in report:
         _print_table("presidio demo.txt", report["presidio_demo"]["per_type"])
     if "presidio_context_sentences" in report:
@@ -419,14 +439,24 @@ def print_report(report: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpora", type=Path, default=None,
-                        help="corpora folder (default: ../shared/corpora)")
+    parser.add_argument(
+        "--corpora",
+        type=Path,
+        default=None,
+        help="corpora folder (default: ../shared/corpora)",
+    )
     parser.add_argument("--policy", default=None, help="policy YAML (default policy)")
     parser.add_argument("--out", type=Path, default=None, help="write JSON here")
-    parser.add_argument("--held-out", action="store_true",
-                        help="also measure the held-out sets (report only)")
-    parser.add_argument("--show-errors", action="store_true",
-                        help="print dev-set misses and false positives")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="also measure the held-out sets (report only)",
+    )
+    parser.add_argument(
+        "--show-errors",
+        action="store_true",
+        help="print dev-set misses and false positives",
+    )
     args = parser.parse_args(argv)
     corpora = args.corpora or default_corpora()
     if corpora is None or not corpora.is_dir():

@@ -183,9 +183,7 @@ def _new_documents(docs, default_tenant, policy, warehouse, catalog, data_path):
     from pipelines.evidence.landing import discover_documents
     from warehouse.evidence_api import processed_document_hashes
 
-    found = discover_documents(
-        docs, default_tenant, policy.evidence.documents.suffixes
-    )
+    found = discover_documents(docs, default_tenant, policy.evidence.documents.suffixes)
     known = processed_document_hashes(warehouse, catalog, data_path)
     fresh = {i.file_hash: i for i in found.items if i.file_hash not in known}
     return list(fresh.values())

@@ -312,7 +312,8 @@ class Warehouse:
         rows = (
             self.connection()
             .execute(
-                "SELECT DISTINCT file_hash FROM landing_files WHERE status = 'processed'"
+                "SELECT DISTINCT file_hash FROM landing_files "
+                "WHERE status = 'processed'"
             )
             .fetchall()
         )

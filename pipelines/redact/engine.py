@@ -54,9 +54,7 @@ from schemas.transcript import PiiFinding
 #: Entity types NER can produce.
 NER_TYPES = frozenset({"PERSON", "LOCATION", "NRP", "ORGANIZATION", "DATE_TIME"})
 #: Entity types our own detectors produce (anything else goes to presidio's).
-OWN_TYPES = (
-    NER_TYPES | SECRET_TYPES | frozenset(PATTERN_DETECTORS) | {"PHONE_NUMBER"}
-)
+OWN_TYPES = NER_TYPES | SECRET_TYPES | frozenset(PATTERN_DETECTORS) | {"PHONE_NUMBER"}
 
 _PSEUDONYM_OPERATOR = "ctxledger_pseudonym"
 _MASK_OPERATOR = "ctxledger_mask"
@@ -81,9 +79,11 @@ def _json_value_ok(entity_type: str, value: str) -> bool:
     if entity_type == "LOCATION":
         if "://" in value or value.startswith("0x"):
             return False
-        return any(ch.isalnum() for ch in value) and not re.fullmatch(
-            r"[\d.:]+|[0-9a-fA-F:]+", value
-        ) or re.fullmatch(r"\d{4,6}(?:-\d{4})?", value) is not None
+        return (
+            any(ch.isalnum() for ch in value)
+            and not re.fullmatch(r"[\d.:]+|[0-9a-fA-F:]+", value)
+            or re.fullmatch(r"\d{4,6}(?:-\d{4})?", value) is not None
+        )
     if entity_type == "EMAIL_ADDRESS":
         return "@" in value
     if entity_type == "PHONE_NUMBER":
@@ -240,9 +240,7 @@ class Redactor:
                 continue
             pending[text] = [i]
             found = raw[text] = self._fast_detect(text, loaded)
-            if loaded.ner is None and not (
-                self.entity_types & {"PERSON", "LOCATION"}
-            ):
+            if loaded.ner is None and not (self.entity_types & {"PERSON", "LOCATION"}):
                 continue
             prose = textkind.nl_spans(text, self._json_key_set)
             if "PERSON" in self.entity_types:
@@ -289,8 +287,13 @@ class Redactor:
         for recognizer, entities in loaded.fallback:
             for res in recognizer.analyze(text, entities=entities, nlp_artifacts=None):
                 dets.append(
-                    Detection(res.start, res.end, res.entity_type, res.score,
-                              f"presidio:{recognizer.name}")
+                    Detection(
+                        res.start,
+                        res.end,
+                        res.entity_type,
+                        res.score,
+                        f"presidio:{recognizer.name}",
+                    )
                 )
         return dets
 

@@ -83,6 +83,7 @@ def _create_key_file(path: Path) -> bytes:
         _warned.add(str(path))
         _log.warning(
             "created a new pseudonym key at %s; back it up: pseudonyms made with "
-            "another key will not match", path
+            "another key will not match",
+            path,
         )
     return key

@@ -51,8 +51,12 @@ _NOT_AFTER = r"(?![\w@/\\]|\.\w)"
 #: Lower-case names after an explicit cue: "ms. wijtze", "my name is tracy
 #: sukhorukova", "her maiden name is kowalski".
 _LOW_TITLE_RE = re.compile(
-    r"(?<![\w.])(?i:mr|mrs|ms|dr|prof)\.[ \t]*(?P<name>" + _LOW + r"(?:[ \t]+"
-    + _LOW + r")?)" + _NOT_AFTER
+    r"(?<![\w.])(?i:mr|mrs|ms|dr|prof)\.[ \t]*(?P<name>"
+    + _LOW
+    + r"(?:[ \t]+"
+    + _LOW
+    + r")?)"
+    + _NOT_AFTER
 )
 _LOW_PHRASE_RE = re.compile(
     r"(?i:\b(?:my|his|her|their|your|our|first|last|full|maiden|middle|legal|real|"
@@ -101,8 +105,10 @@ def _is_name_word(word: str) -> bool:
 
 def _trim_name(text: str, start: int, end: int) -> tuple[int, int] | None:
     """Drop trailing common words ("Lauren Thanks" -> "Lauren")."""
-    words = [(m.start() + start, m.end() + start)
-             for m in re.finditer(r"\S+", text[start:end])]
+    words = [
+        (m.start() + start, m.end() + start)
+        for m in re.finditer(r"\S+", text[start:end])
+    ]
     while words and not _is_name_word(text[words[-1][0] : words[-1][1]]):
         words.pop()
     if not words:
@@ -164,8 +170,11 @@ def find_names(text: str) -> list[Detection]:
     """PERSON detections from cues and the given-name lexicon."""
     out: list[Detection] = []
     # explicit cues outrank NER's label for the same words (0.9 > 0.85)
-    for regex, score, tag in ((_TITLE_RE, 0.9, "title"), (_PHRASE_RE, 0.9, "phrase"),
-                              (_VOCATIVE_RE, 0.6, "vocative")):
+    for regex, score, tag in (
+        (_TITLE_RE, 0.9, "title"),
+        (_PHRASE_RE, 0.9, "phrase"),
+        (_VOCATIVE_RE, 0.6, "vocative"),
+    ):
         for m in regex.finditer(text):
             span = _trim_name(text, m.start("name"), m.end("name"))
             if span:

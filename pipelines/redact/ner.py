@@ -39,9 +39,7 @@ LABEL_MAP = {
 _CODEY = re.compile(r"[A-Z]{3,}-[A-Z]{3,}")
 _BAD_CHARS = re.compile(r"[_/=<>{}()\[\]@#\\|`$%^*+~]")
 _WORD = re.compile(r"[^\W\d_][\w'’.\-]*")
-_TITLES = frozenset(
-    "mr mrs ms miss mx dr prof sir madam mister dame st jr sr".split()
-)
+_TITLES = frozenset("mr mrs ms miss mx dr prof sir madam mister dame st jr sr".split())
 _SUFFIXES = re.compile(r"(?:['’](?:s|ll|m|re|ve|d|t))$")
 _COMMON = frozenset(
     """a about above after again against all also am an and any are as at be because
@@ -218,8 +216,9 @@ class NerRunner:
                 span = self._clean(text, ent.start_char, ent.end_char, etype)
                 if span is not None:
                     results[idx].append(
-                        Detection(span[0], span[1], etype, self.score,
-                                  f"ner:{ent.label_}")
+                        Detection(
+                            span[0], span[1], etype, self.score, f"ner:{ent.label_}"
+                        )
                     )
         return results
 

@@ -46,8 +46,9 @@ def find_emails(text: str) -> list[Detection]:
             continue
         value = f"{local}@{domain}"
         out.append(
-            Detection(m.start(), m.start() + len(value), "EMAIL_ADDRESS", 1.0,
-                      "pattern:email")
+            Detection(
+                m.start(), m.start() + len(value), "EMAIL_ADDRESS", 1.0, "pattern:email"
+            )
         )
     return out
 
@@ -55,8 +56,22 @@ def find_emails(text: str) -> list[Detection]:
 # ------------------------------------------------------------------------- phone
 
 PHONE_CONTEXT = (
-    "phone", "telephone", "tel", "cell", "mobile", "call", "fax", "desk", "office",
-    "contact", "whatsapp", "sms", "text me", "reach me", "dial", "landline",
+    "phone",
+    "telephone",
+    "tel",
+    "cell",
+    "mobile",
+    "call",
+    "fax",
+    "desk",
+    "office",
+    "contact",
+    "whatsapp",
+    "sms",
+    "text me",
+    "reach me",
+    "dial",
+    "landline",
     "hotline",
 )
 _PHONE_CONTEXT_RE = re.compile(
@@ -210,17 +225,16 @@ def find_ibans(text: str) -> list[Detection]:
         value = m.group(0).rstrip()
         if iban_ok(value):
             out.append(
-                Detection(m.start(), m.start() + len(value), "IBAN_CODE", 1.0,
-                          "pattern:iban")
+                Detection(
+                    m.start(), m.start() + len(value), "IBAN_CODE", 1.0, "pattern:iban"
+                )
             )
     return out
 
 
 # --------------------------------------------------------------------------- SSN
 
-_SSN_RE = re.compile(
-    r"(\d(?<![\w\-.]\d)\d{2})([\- .]?)(\d{2})\2(\d{4})(?![\w\-]|\.\d)"
-)
+_SSN_RE = re.compile(r"(\d(?<![\w\-.]\d)\d{2})([\- .]?)(\d{2})\2(\d{4})(?![\w\-]|\.\d)")
 _SSN_CONTEXT = re.compile(r"(?i)\b(?:ssn|social security|social sec|ss#|ss no)\b")
 
 
@@ -334,15 +348,35 @@ _STREET_A = (
 )
 #: "Nassaustraat 123", "48 107 Rue Abdelaziz Thâalbi", "Weblinger Gürtel 92"
 _STREET_B = (
-    r"(?:\b" + _NUM + r"[ \t]+){0,2}(?-i:(?:" + _CWORD + r"[ \t]+){0,2})\b(?:"
-    + _STREET_WORDS + r")\b(?:[ \t]+" + _WORD + r"){0,3}(?:[ \t]+" + _NUM + r"\b\.?)?"
+    r"(?:\b"
+    + _NUM
+    + r"[ \t]+){0,2}(?-i:(?:"
+    + _CWORD
+    + r"[ \t]+){0,2})\b(?:"
+    + _STREET_WORDS
+    + r")\b(?:[ \t]+"
+    + _WORD
+    + r"){0,3}(?:[ \t]+"
+    + _NUM
+    + r"\b\.?)?"
 )
 #: "87 Jakobi 69", "03 Πλατεία Μαβίλη 170": building, street name, number; only
 #: with an address cue nearby or a unit right after, and followed by a comma, a
 #: line end or a unit.
 _STREET_C = (
-    r"\b" + _NUM + r"[ \t]+(?:" + _NUM + r"[ \t]+)?" + _WORD + r"(?:[ \t]+" + _WORD
-    + r"){0,3}[ \t]+" + _NUM + r"\b\.?(?=[ \t]*(?:,|\n|$|(?i:" + _UNIT + r")))"
+    r"\b"
+    + _NUM
+    + r"[ \t]+(?:"
+    + _NUM
+    + r"[ \t]+)?"
+    + _WORD
+    + r"(?:[ \t]+"
+    + _WORD
+    + r"){0,3}[ \t]+"
+    + _NUM
+    + r"\b\.?(?=[ \t]*(?:,|\n|$|(?i:"
+    + _UNIT
+    + r")))"
 )
 _STRONG_RE = re.compile(r"(?i)" + _STREET_A + "|" + _STREET_B)
 _WEAK_RE = re.compile(_STREET_C, re.M)

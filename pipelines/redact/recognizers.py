@@ -52,7 +52,8 @@ def _to_result(det: Detection, recognizer: EntityRecognizer) -> RecognizerResult
         end=det.end,
         score=det.score,
         analysis_explanation=AnalysisExplanation(
-            recognizer=name, original_score=det.score,
+            recognizer=name,
+            original_score=det.score,
             textual_explanation=det.recognizer,
         ),
         recognition_metadata={
@@ -99,8 +100,9 @@ class ContextSecretRecognizer(EntityRecognizer):
             ),
             self.ENTITIES,
         )
-        super().__init__(supported_entities=list(self.ENTITIES),
-                         name="ContextSecretRecognizer")
+        super().__init__(
+            supported_entities=list(self.ENTITIES), name="ContextSecretRecognizer"
+        )
 
     def load(self) -> None:  # noqa: D102
         pass
@@ -122,8 +124,9 @@ class FastPiiRecognizer(EntityRecognizer):
 
     def __init__(self) -> None:
         self._phone = PhoneFinder()
-        super().__init__(supported_entities=list(self.ENTITIES),
-                         name="FastPiiRecognizer")
+        super().__init__(
+            supported_entities=list(self.ENTITIES), name="FastPiiRecognizer"
+        )
 
     def load(self) -> None:  # noqa: D102
         pass
@@ -213,8 +216,9 @@ def build_analyzer(policy: Any) -> Any:
     registry.add_recognizer(SpacyRecognizer(supported_language="en"))
     for rec, _ in presidio_fallback_recognizers(types - OWN_TYPES, policy):
         registry.add_recognizer(rec)
-    return AnalyzerEngine(registry=registry, nlp_engine=engine,
-                          supported_languages=["en"])
+    return AnalyzerEngine(
+        registry=registry, nlp_engine=engine, supported_languages=["en"]
+    )
 
 
 # ------------------------------------------------------------------ operators

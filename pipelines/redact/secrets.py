@@ -64,8 +64,10 @@ def _mixed(value: str) -> bool:
 
 def _random_token(value: str) -> bool:
     """A token with both letters and digits and some randomness."""
-    return _has_digit(value) and any(ch.isalpha() for ch in value) and (
-        shannon_entropy(value) >= 3.0
+    return (
+        _has_digit(value)
+        and any(ch.isalpha() for ch in value)
+        and (shannon_entropy(value) >= 3.0)
     )
 
 
@@ -130,8 +132,20 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
         _B + r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|A3T[A-Z0-9])"
         r"[A-Z0-9]{16}" + _E,
         0.95,
-        ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA",
-         "ANVA", "APKA", "A3T"),
+        (
+            "AKIA",
+            "ASIA",
+            "ABIA",
+            "ACCA",
+            "AGPA",
+            "AIDA",
+            "AROA",
+            "AIPA",
+            "ANPA",
+            "ANVA",
+            "APKA",
+            "A3T",
+        ),
     ),
     TokenRule(
         "github",
@@ -149,15 +163,33 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
         r"|glwt|gltst|glsa)-[A-Za-z0-9_\-]{20,}(?:\.[A-Za-z0-9_\-]{2,})*"
         r"(?![A-Za-z0-9_\-])",
         0.98,
-        ("glpat-", "gldt-", "glrt-", "glrtr-", "glcbt-", "glptt-", "glft-", "glsoat-",
-         "gloas-", "glimt-", "glagent-", "glffct-", "glwt-", "gltst-", "glsa-"),
+        (
+            "glpat-",
+            "gldt-",
+            "glrt-",
+            "glrtr-",
+            "glcbt-",
+            "glptt-",
+            "glft-",
+            "glsoat-",
+            "gloas-",
+            "glimt-",
+            "glagent-",
+            "glffct-",
+            "glwt-",
+            "gltst-",
+            "glsa-",
+        ),
     ),
     TokenRule(
         # runner registration tokens (legacy prefix) and the session cookie
         "gitlab",
         "GITLAB_TOKEN",
-        _B + r"GR1348941[A-Za-z0-9_\-]{20,}" + _E
-        + r"|(?<=_gitlab_session=)[0-9a-f]{32}" + _E,
+        _B
+        + r"GR1348941[A-Za-z0-9_\-]{20,}"
+        + _E
+        + r"|(?<=_gitlab_session=)[0-9a-f]{32}"
+        + _E,
         0.95,
         ("GR1348941", "_gitlab_session="),
     ),
@@ -249,8 +281,11 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
             (r"hf_[A-Za-z0-9]{30,}", ("hf_",), _mixed),
             (r"npm_[A-Za-z0-9]{36}", ("npm_",), None),
             (r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}", ("pypi-",), None),
-            (r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ("AGE-SECRET",),
-             None),
+            (
+                r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+                ("AGE-SECRET",),
+                None,
+            ),
             (r"xai-[A-Za-z0-9]{50,}", ("xai-",), None),
             (r"gsk_[A-Za-z0-9]{40,}", ("gsk_",), None),
             (r"pplx-[A-Za-z0-9]{40,}", ("pplx-",), None),
@@ -277,8 +312,11 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
             (r"hv[sb]\.[A-Za-z0-9_\-]{90,}", ("hvs.", "hvb."), None),
             (r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,}", (".atlasv1.",), None),
             (r"NRAK-[A-Z0-9]{27}", ("NRAK-",), None),
-            (r"ph[cxsra]_[A-Za-z0-9]{40,}", ("phc_", "phx_", "phs_", "phr_", "pha_"),
-             None),
+            (
+                r"ph[cxsra]_[A-Za-z0-9]{40,}",
+                ("phc_", "phx_", "phs_", "phr_", "pha_"),
+                None,
+            ),
             (r"PMA[KT]-[A-Za-z0-9\-]{24,}", ("PMAK-", "PMAT-"), _has_digit),
             (r"pscale_(?:pw|tkn|oauth)_[A-Za-z0-9_\-.]{30,}", ("pscale_",), None),
             (r"sbp_(?:v0_)?[a-f0-9]{40}", ("sbp_",), None),
@@ -288,8 +326,11 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
             (r"rubygems_[a-f0-9]{48}", ("rubygems_",), None),
             (r"CLOJARS_[a-f0-9]{60}", ("CLOJARS_",), None),
             (r"cf(?:at|ut|k)_[A-Za-z0-9]{40,}", ("cfat_", "cfut_", "cfk_"), None),
-            (r"vc[pkiar]_[A-Za-z0-9]{24,}", ("vcp_", "vck_", "vci_", "vca_", "vcr_"),
-             _mixed),
+            (
+                r"vc[pkiar]_[A-Za-z0-9]{24,}",
+                ("vcp_", "vck_", "vci_", "vca_", "vcr_"),
+                _mixed,
+            ),
             (r"SK[0-9a-fA-F]{32}", ("SK",), _has_digit),
             (r"\d{8,10}:AA[A-Za-z0-9_\-]{33}", (":AA",), None),
             (r"[MN][A-Za-z\d]{23,25}\.[\w\-]{6}\.[\w\-]{27,}", (".",), _mixed),
@@ -299,8 +340,11 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
             (r"ops_eyJ[A-Za-z0-9_\-]{50,}", ("ops_eyJ",), None),
             (r"bedrock-api-key-[A-Za-z0-9+/=]{20,}", ("bedrock-api-key-",), None),
             (r"ABSK[A-Za-z0-9+/]{100,}={0,2}", ("ABSK",), None),
-            (r"amzn\.mws\.[0-9a-z]{8}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{12}",
-             ("amzn.mws.",), None),
+            (
+                r"amzn\.mws\.[0-9a-z]{8}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{12}",
+                ("amzn.mws.",),
+                None,
+            ),
             (r"da2-[a-z0-9]{26}", ("da2-",), None),
             (r"[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", ("Q~",), None),
             (r"figd_[A-Za-z0-9_\-]{40,}", ("figd_",), None),
@@ -308,8 +352,11 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
             (r"eyJrIjoi[A-Za-z0-9+/=_\-]{40,}", ("eyJrIjoi",), None),
             (r"TlRMTVNTUAADAAAA[A-Za-z0-9+/]{20,}={0,2}", ("TlRMTVNTUAAD",), None),
             (r"llx-[A-Za-z0-9_\-]{40,}", ("llx-",), _mixed),
-            (r"NR(?:BR|II|JS|IQ|RA|SP)-[A-Za-z0-9_\-]{19,}",
-             ("NRBR-", "NRII-", "NRJS-", "NRIQ-", "NRRA-", "NRSP-"), _has_digit),
+            (
+                r"NR(?:BR|II|JS|IQ|RA|SP)-[A-Za-z0-9_\-]{19,}",
+                ("NRBR-", "NRII-", "NRJS-", "NRIQ-", "NRRA-", "NRSP-"),
+                _has_digit,
+            ),
             (r"[A-Za-z0-9]{36}NRAL", ("NRAL",), _has_digit),
             (r"1//0[A-Za-z0-9_\-]{40,}", ("1//0",), _mixed),
             (r"[A-Za-z0-9]{11}AAAAAAAAAA[A-Za-z0-9_\-]{43}", ("AAAAAAAAAA",), _mixed),
@@ -322,15 +369,22 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
             (r"dnkey-[A-Z0-9=_\-]{26}-[A-Z0-9=_\-]{52}", ("dnkey-",), None),
             (r"SU[A-Z2-7]{56}", ("SU",), None),
             (r"LTAI[A-Za-z0-9]{12,20}", ("LTAI",), _mixed),
-            (r"access_token\$production\$[a-z0-9]{16}\$[a-f0-9]{32}",
-             ("access_token$",), None),
+            (
+                r"access_token\$production\$[a-z0-9]{16}\$[a-f0-9]{32}",
+                ("access_token$",),
+                None,
+            ),
             (r"EAA[A-Za-z0-9]{90,}", ("EAA",), None),
             (r"IGQV[A-Za-z0-9_\-]{100,}", ("IGQV",), None),
             (r"sl\.[A-Za-z0-9_\-]{130,}", ("sl.",), None),
             (r"A{20,}[A-Za-z0-9%]{60,}", ("AAAAAAAAAAAAAAAAAAAA",), None),
             (r"LLM\|\d+\|[A-Za-z0-9_\-]{20,}", ("LLM|",), None),
-            (r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/"
-             r"[A-Za-z0-9_\-]{50,}", ("/api/webhooks/",), None),
+            (
+                r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/"
+                r"[A-Za-z0-9_\-]{50,}",
+                ("/api/webhooks/",),
+                None,
+            ),
         )
     ),
 )
@@ -339,53 +393,254 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
 
 #: Key words that make the value a password.
 _PASSWORD_WORDS = frozenset(
-    {"password", "passwd", "passphrase", "pwd", "pw", "pass", "passwort", "pword",
-     "userpassword", "dbpassword", "mysqlpassword", "passcode", "pin"}
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "pw",
+        "pass",
+        "passwort",
+        "pword",
+        "userpassword",
+        "dbpassword",
+        "mysqlpassword",
+        "passcode",
+        "pin",
+    }
 )
 #: Key words that make the value a secret (token, key, credential).
 _SECRET_WORDS = frozenset(
-    {"secret", "secrets", "token", "apikey", "credential", "credentials", "auth",
-     "bearer", "privatekey", "accesskey", "secretkey", "clientsecret", "signature",
-     "sig", "salt", "cred", "creds", "sessionid", "cookie", "jwt", "otp", "totp",
-     "seed", "mnemonic", "encryptionkey", "signingkey", "masterkey", "license",
-     "licensekey", "activationkey", "srt", "sercret", "secert", "sekret"}
+    {
+        "secret",
+        "secrets",
+        "token",
+        "apikey",
+        "credential",
+        "credentials",
+        "auth",
+        "bearer",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+        "clientsecret",
+        "signature",
+        "sig",
+        "salt",
+        "cred",
+        "creds",
+        "sessionid",
+        "cookie",
+        "jwt",
+        "otp",
+        "totp",
+        "seed",
+        "mnemonic",
+        "encryptionkey",
+        "signingkey",
+        "masterkey",
+        "license",
+        "licensekey",
+        "activationkey",
+        "srt",
+        "sercret",
+        "secert",
+        "sekret",
+    }
 )
 #: Two-word combinations that are secrets (``api key``, ``access key``...).
 _SECRET_PAIRS = frozenset(
-    {("api", "key"), ("access", "key"), ("secret", "key"), ("private", "key"),
-     ("client", "secret"), ("app", "secret"), ("auth", "key"), ("api", "token"),
-     ("access", "token"), ("refresh", "token"), ("session", "key"),
-     ("encryption", "key"), ("signing", "key"), ("master", "key"),
-     ("activation", "key"), ("license", "key"), ("account", "key"),
-     ("storage", "key"), ("shared", "key"), ("consumer", "secret"), ("x", "api")}
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("secret", "key"),
+        ("private", "key"),
+        ("client", "secret"),
+        ("app", "secret"),
+        ("auth", "key"),
+        ("api", "token"),
+        ("access", "token"),
+        ("refresh", "token"),
+        ("session", "key"),
+        ("encryption", "key"),
+        ("signing", "key"),
+        ("master", "key"),
+        ("activation", "key"),
+        ("license", "key"),
+        ("account", "key"),
+        ("storage", "key"),
+        ("shared", "key"),
+        ("consumer", "secret"),
+        ("x", "api"),
+    }
 )
 #: If the key ends in one of these words it names metadata, not the secret.
 _META_WORDS = frozenset(
-    {"id", "ids", "name", "names", "path", "file", "files", "dir", "url", "uri",
-     "urls", "endpoint", "length", "len", "size", "type", "types", "count", "timeout",
-     "format", "field", "prompt", "env", "var", "header", "enabled", "required",
-     "policy", "hint", "label", "placeholder", "mode", "min", "max", "limit",
-     "version", "ttl", "expiry", "expires", "expiration", "expire", "reset",
-     "manager", "store", "provider", "location", "ref", "arn", "template", "budget",
-     "usage", "used", "index", "pattern", "regex", "rule", "rules", "strength",
-     "validation", "validator", "changed", "change", "prefix", "suffix", "message",
-     "msg", "error", "errors", "flag", "status", "description", "desc", "help",
-     "title", "text", "kind", "class", "schema", "method", "scheme", "key",
-     "storage", "column", "table", "input", "button", "form", "page", "link",
-     "callback", "handler", "request", "response", "params", "param", "option",
-     "options", "config", "setting", "settings", "source", "algorithm", "alg",
-     "encoding", "digest", "hash", "hashed", "filter", "list", "lifetime", "age",
-     "interval", "duration", "generator", "factory", "mask"}
+    {
+        "id",
+        "ids",
+        "name",
+        "names",
+        "path",
+        "file",
+        "files",
+        "dir",
+        "url",
+        "uri",
+        "urls",
+        "endpoint",
+        "length",
+        "len",
+        "size",
+        "type",
+        "types",
+        "count",
+        "timeout",
+        "format",
+        "field",
+        "prompt",
+        "env",
+        "var",
+        "header",
+        "enabled",
+        "required",
+        "policy",
+        "hint",
+        "label",
+        "placeholder",
+        "mode",
+        "min",
+        "max",
+        "limit",
+        "version",
+        "ttl",
+        "expiry",
+        "expires",
+        "expiration",
+        "expire",
+        "reset",
+        "manager",
+        "store",
+        "provider",
+        "location",
+        "ref",
+        "arn",
+        "template",
+        "budget",
+        "usage",
+        "used",
+        "index",
+        "pattern",
+        "regex",
+        "rule",
+        "rules",
+        "strength",
+        "validation",
+        "validator",
+        "changed",
+        "change",
+        "prefix",
+        "suffix",
+        "message",
+        "msg",
+        "error",
+        "errors",
+        "flag",
+        "status",
+        "description",
+        "desc",
+        "help",
+        "title",
+        "text",
+        "kind",
+        "class",
+        "schema",
+        "method",
+        "scheme",
+        "key",
+        "storage",
+        "column",
+        "table",
+        "input",
+        "button",
+        "form",
+        "page",
+        "link",
+        "callback",
+        "handler",
+        "request",
+        "response",
+        "params",
+        "param",
+        "option",
+        "options",
+        "config",
+        "setting",
+        "settings",
+        "source",
+        "algorithm",
+        "alg",
+        "encoding",
+        "digest",
+        "hash",
+        "hashed",
+        "filter",
+        "list",
+        "lifetime",
+        "age",
+        "interval",
+        "duration",
+        "generator",
+        "factory",
+        "mask",
+    }
 )
 _DEFINITELY_NOT = frozenset(
-    {"author", "authors", "authority", "authenticate", "authentication",
-     "authenticated", "authorize", "authorized", "authorizer", "tokenizer",
-     "tokens", "tokenize", "tokenized", "passenger", "passengers", "passport",
-     "bypass", "compass", "passthrough", "passive", "keyboard", "keyword",
-     "keywords", "secretary", "pinned", "pins", "surpass", "overpass", "underpass",
-     "trespass", "encompass", "multipass", "onepass", "twopass", "firstpass",
-     "secondpass", "singlepass", "renderpass", "subpass", "highpass", "lowpass",
-     "bandpass", "allpass"}
+    {
+        "author",
+        "authors",
+        "authority",
+        "authenticate",
+        "authentication",
+        "authenticated",
+        "authorize",
+        "authorized",
+        "authorizer",
+        "tokenizer",
+        "tokens",
+        "tokenize",
+        "tokenized",
+        "passenger",
+        "passengers",
+        "passport",
+        "bypass",
+        "compass",
+        "passthrough",
+        "passive",
+        "keyboard",
+        "keyword",
+        "keywords",
+        "secretary",
+        "pinned",
+        "pins",
+        "surpass",
+        "overpass",
+        "underpass",
+        "trespass",
+        "encompass",
+        "multipass",
+        "onepass",
+        "twopass",
+        "firstpass",
+        "secondpass",
+        "singlepass",
+        "renderpass",
+        "subpass",
+        "highpass",
+        "lowpass",
+        "bandpass",
+        "allpass",
+    }
 )
 #: Spellings and misspellings of "password": pswd, psswrd, pasword, paasword,
 #: passworsd, passowrd...
@@ -409,8 +664,10 @@ def _password_word(word: str) -> bool:
     """``pswd``, ``paasword``, ``mysqlpass``, ``dbpwd``: a (mis)spelt password."""
     if _PASSWORD_LIKE.fullmatch(word):
         return True
-    return len(word) > 4 and word.endswith(_PASSWORD_ENDINGS) and (
-        word not in _DEFINITELY_NOT
+    return (
+        len(word) > 4
+        and word.endswith(_PASSWORD_ENDINGS)
+        and (word not in _DEFINITELY_NOT)
     )
 
 
@@ -440,20 +697,107 @@ def classify_key(key: str) -> str | None:
 
 
 _PLACEHOLDER_VALUES = frozenset(
-    {"none", "null", "nil", "true", "false", "undefined", "empty", "n/a", "na",
-     "todo", "tbd", "xxx", "str", "string", "int", "integer", "bool", "boolean",
-     "bytes", "optional", "required", "redacted", "masked", "hidden", "secret",
-     "password", "passwd", "token", "apikey", "api_key", "value", "example",
-     "sample", "dummy", "test", "testing", "changeme", "placeholder", "default",
-     "unknown", "unset", "missing", "invalid", "incorrect", "wrong", "expired",
-     "public", "private", "yes", "no", "on", "off", "env", "any", "object", "dict",
-     "list", "self", "this", "new", "get", "set", "prompt", "input", "foo", "bar",
-     "foobar", "baz", "sha256", "md5", "bcrypt", "hash", "type", "key", "secret_key"}
+    {
+        "none",
+        "null",
+        "nil",
+        "true",
+        "false",
+        "undefined",
+        "empty",
+        "n/a",
+        "na",
+        "todo",
+        "tbd",
+        "xxx",
+        "str",
+        "string",
+        "int",
+        "integer",
+        "bool",
+        "boolean",
+        "bytes",
+        "optional",
+        "required",
+        "redacted",
+        "masked",
+        "hidden",
+        "secret",
+        "password",
+        "passwd",
+        "token",
+        "apikey",
+        "api_key",
+        "value",
+        "example",
+        "sample",
+        "dummy",
+        "test",
+        "testing",
+        "changeme",
+        "placeholder",
+        "default",
+        "unknown",
+        "unset",
+        "missing",
+        "invalid",
+        "incorrect",
+        "wrong",
+        "expired",
+        "public",
+        "private",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "env",
+        "any",
+        "object",
+        "dict",
+        "list",
+        "self",
+        "this",
+        "new",
+        "get",
+        "set",
+        "prompt",
+        "input",
+        "foo",
+        "bar",
+        "foobar",
+        "baz",
+        "sha256",
+        "md5",
+        "bcrypt",
+        "hash",
+        "type",
+        "key",
+        "secret_key",
+    }
 )
 _PLACEHOLDER_MARKERS = (
-    "your", "example", "placeholder", "redacted", "changeme", "xxxx", "****",
-    "<", ">", "${", "{{", "}}", "%(", "$(", "process.env", "os.environ", "getenv",
-    "environ[", "secrets.", "vault:", "...", "…",
+    "your",
+    "example",
+    "placeholder",
+    "redacted",
+    "changeme",
+    "xxxx",
+    "****",
+    "<",
+    ">",
+    "${",
+    "{{",
+    "}}",
+    "%(",
+    "$(",
+    "process.env",
+    "os.environ",
+    "getenv",
+    "environ[",
+    "secrets.",
+    "vault:",
+    "...",
+    "…",
 )
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _IDENT_SNAKE = re.compile(r"[a-z_][a-z0-9]*(?:_[a-z0-9]+)+")
@@ -682,23 +1026,67 @@ _PRAGMA_RE = re.compile(r"pragma:\s*(?:allowlist|whitelist)[ \-]secret", re.I)
 #: Names the ``pii.secrets.recognizers`` switches accept.
 RULE_NAMES = frozenset(
     {r.name for r in TOKEN_RULES}
-    | {"aws_secret_key", "keyword_assignment", "auth_header", "url_credentials",
-       "cli_password", "sql_password", "high_entropy"}
+    | {
+        "aws_secret_key",
+        "keyword_assignment",
+        "auth_header",
+        "url_credentials",
+        "cli_password",
+        "sql_password",
+        "high_entropy",
+    }
 )
 
 #: Cheap case-insensitive pre-screen for the context rules.
 _CONTEXT_HINTS = (
-    "pass", "pwd", "pw", "psw", "pasw", "paas", "secret", "sercret", "secert",
-    "sekret", "token", "key", "auth", "bearer", "cred", "://", " -p",
-    "identified", "securestring", "-u ", "--user", "sig", "salt", "cookie", "session",
-    "otp", "seed", "pin", "srt", "jwt", "license",
+    "pass",
+    "pwd",
+    "pw",
+    "psw",
+    "pasw",
+    "paas",
+    "secret",
+    "sercret",
+    "secert",
+    "sekret",
+    "token",
+    "key",
+    "auth",
+    "bearer",
+    "cred",
+    "://",
+    " -p",
+    "identified",
+    "securestring",
+    "-u ",
+    "--user",
+    "sig",
+    "salt",
+    "cookie",
+    "session",
+    "otp",
+    "seed",
+    "pin",
+    "srt",
+    "jwt",
+    "license",
 )
 
 
 #: The same for password words of other languages (non-ASCII texts only).
 _INTL_HINTS = (
-    "비밀번호", "비번", "패스워드", "암호", "토큰", "пароль", "密码", "パスワード",
-    "contraseña", "senha", "kennwort", "mot de passe",
+    "비밀번호",
+    "비번",
+    "패스워드",
+    "암호",
+    "토큰",
+    "пароль",
+    "密码",
+    "パスワード",
+    "contraseña",
+    "senha",
+    "kennwort",
+    "mot de passe",
 )
 
 
@@ -723,7 +1111,9 @@ class SecretConfig:
             password_min_length=settings.password_min_length,  # type: ignore[attr-defined]
             honor_allowlist_pragma=settings.honor_allowlist_pragma,  # type: ignore[attr-defined]
             disabled=frozenset(
-                k for k, on in settings.recognizers.items() if not on  # type: ignore[attr-defined]
+                k
+                for k, on in settings.recognizers.items()
+                if not on  # type: ignore[attr-defined]
             ),
         )
 
@@ -766,9 +1156,7 @@ class SecretDetector:
         # so texts without such a run skip the token rules; the literal
         # pre-screen then runs on the long runs only.
         runs = (
-            _LONG_RUN.findall(text)
-            if self._token_rules or self._high_entropy
-            else []
+            _LONG_RUN.findall(text) if self._token_rules or self._high_entropy else []
         )
         blob = " ".join(runs)
         for rule in self._token_rules if runs else ():
@@ -781,15 +1169,14 @@ class SecretDetector:
                     continue
                 out.append(
                     Detection(
-                        match.start(), match.end(), rule.entity_type, rule.score,
+                        match.start(),
+                        match.end(),
+                        rule.entity_type,
+                        rule.score,
                         f"secret:{rule.name}",
                     )
                 )
-        if (
-            self._high_entropy
-            and runs
-            and any(len(r) >= _HE_MIN for r in runs)
-        ):
+        if self._high_entropy and runs and any(len(r) >= _HE_MIN for r in runs):
             out.extend(
                 Detection(a, b, "SECRET", 0.6, "secret:high_entropy")
                 for a, b in high_entropy_tokens(text)
@@ -928,7 +1315,9 @@ def _loose_key(key: str) -> bool:
         return False
     last = words[-1]
     return (
-        last in _PASSWORD_WORDS or last in _SECRET_WORDS or last == "key"
+        last in _PASSWORD_WORDS
+        or last in _SECRET_WORDS
+        or last == "key"
         or _password_word(last)
     )
 
@@ -952,9 +1341,7 @@ def _lookup_default(text: str, pos: int, value: str) -> re.Match[str] | None:
     return _ARG_DEFAULT_RE.match(text, pos) or _OR_DEFAULT_RE.match(text, pos)
 
 
-def _xml_values(
-    text: str, m: re.Match[str], family: str
-) -> Iterator[tuple[int, int]]:
+def _xml_values(text: str, m: re.Match[str], family: str) -> Iterator[tuple[int, int]]:
     """Value spans of an XML element's text: one token, or (secrets) one per line
     of a wrapped token; surrounding quotes and blanks are not part of it."""
     body_start = m.start("body")
@@ -971,9 +1358,7 @@ def _xml_values(
         yield body_start + a, body_start + b
 
 
-def _keyed_values(
-    text: str, lowered: str
-) -> Iterator[tuple[str, str, int, int, bool]]:
+def _keyed_values(text: str, lowered: str) -> Iterator[tuple[str, str, int, int, bool]]:
     """``(family, key, start, end, quoted)`` of each value a secret keyword names.
 
     Anchored at keyword hits (not a scan over every identifier), which is faster
@@ -1222,9 +1607,11 @@ def _repeats(text: str, found: list[Detection]) -> list[Detection]:
         pos = text.find(value)
         while pos >= 0:
             end = pos + len(value)
-            if (pos, end) not in spans and not (
-                pos > 0 and _token_char(text[pos - 1])
-            ) and not (end < len(text) and _token_char(text[end])):
+            if (
+                (pos, end) not in spans
+                and not (pos > 0 and _token_char(text[pos - 1]))
+                and not (end < len(text) and _token_char(text[end]))
+            ):
                 out.append(Detection(pos, end, etype, 0.75, "secret:repeated_value"))
             pos = text.find(value, end)
     return out

@@ -53,7 +53,10 @@ class Detection:
     def shifted(self, offset: int) -> Detection:
         """The same detection with both offsets moved by ``offset``."""
         return Detection(
-            self.start + offset, self.end + offset, self.entity_type, self.score,
+            self.start + offset,
+            self.end + offset,
+            self.entity_type,
+            self.score,
             self.recognizer,
         )
 
@@ -122,6 +125,4 @@ def drop_overlapping(
     """Detections that overlap none of ``spans``."""
     if not spans:
         return detections
-    return [
-        d for d in detections if all(d.end <= s or d.start >= e for s, e in spans)
-    ]
+    return [d for d in detections if all(d.end <= s or d.start >= e for s, e in spans)]

@@ -97,4 +97,3 @@ def test_build_ledger_emits_entries_trail_and_dead_letters(tmp_path):
             equal_to([("ledger", "ledger_no_session", "acme", "session:ses_orphan")]),
             label="CheckDeadLetters",
         )
-

@@ -51,12 +51,12 @@ def test_batch_fields_and_determinism(redactor) -> None:
     ]
     out = redactor.redact_batch(items, "acme")
     assert len(out) == 4 and out[3] == Redaction("", [])
-    placeholders = {
-        r.text[f.start : f.end] for r in out[:3] for f in r.findings
-    }
+    placeholders = {r.text[f.start : f.end] for r in out[:3] for f in r.findings}
     assert len(placeholders) == 1  # same value (case-folded) -> same pseudonym
     assert [f.field for r in out for f in r.findings] == [
-        "content", "tool_arguments", "tool_output"
+        "content",
+        "tool_arguments",
+        "tool_output",
     ]
     other = redactor.redact_batch(items, "globex")
     assert other[0].text != out[0].text  # tenants do not share pseudonyms

@@ -38,8 +38,11 @@ def _values(text: str, dets: list[Detection]) -> list[str]:
         (find_cards, "card 4539 5787 6362 1486 ok", ["4539 5787 6362 1486"]),
         (find_cards, "id 4539578763621487", []),  # Luhn fails
         (find_cards, "ts 1700000000000000", []),
-        (find_ibans, "IBAN DE89 3704 0044 0532 0130 00.",
-         ["DE89 3704 0044 0532 0130 00"]),
+        (
+            find_ibans,
+            "IBAN DE89 3704 0044 0532 0130 00.",
+            ["DE89 3704 0044 0532 0130 00"],
+        ),
         (find_ibans, "IBAN DE89 3704 0044 0532 0130 01", []),
         (find_ssns, "SSN 536-22-1234", ["536-22-1234"]),
         (find_ssns, "id 000-12-3456 and 666-12-3456", []),
@@ -47,8 +50,11 @@ def _values(text: str, dets: list[Detection]) -> list[str]:
         (find_ssns, "my ssn is 536221234", ["536221234"]),
         (find_ips, "from 58.74.121.78 and 127.0.0.1", ["58.74.121.78"]),
         (find_ips, "version 1.2.3.4 and v2.0.0.1", []),
-        (find_ips, "addr 2001:db8::8a2e:370:7334 at 12:30:45",
-         ["2001:db8::8a2e:370:7334"]),
+        (
+            find_ips,
+            "addr 2001:db8::8a2e:370:7334 at 12:30:45",
+            ["2001:db8::8a2e:370:7334"],
+        ),
     ],
 )
 def test_pattern_tables(finder, text: str, expected: list[str]) -> None:
@@ -157,9 +163,17 @@ def test_tldextract_never_touches_the_network() -> None:
     )
     started = time.time()
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-        env={"PATH": "", "PYTHONPATH": ".", "HOME": "/nonexistent",
-             "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"},
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "PATH": "",
+            "PYTHONPATH": ".",
+            "HOME": "/nonexistent",
+            "https_proxy": "http://127.0.0.1:9",
+            "http_proxy": "http://127.0.0.1:9",
+        },
     )
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) < 5 and time.time() - started < 30

@@ -29,15 +29,13 @@ def _planted(redactor, before: str, value: str, after: str):
     return result
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=SURROUND, local=LOCAL, domain=DOMAIN, after=SURROUND)
 def test_planted_email_is_removed(redactor, before, local, domain, after) -> None:
     _planted(redactor, before, f"{local}@{domain}", after)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     before=SURROUND,
     body=TOKEN_BODY,
@@ -48,9 +46,11 @@ def test_planted_github_token_is_removed(redactor, before, body, prefix, after) 
     _planted(redactor, before, prefix + body, after)
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(before=SURROUND, after=SURROUND,
-       pw=st.from_regex(r"[A-Za-z]{4}[0-9]{3}[!#%&]", fullmatch=True))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=SURROUND,
+    after=SURROUND,
+    pw=st.from_regex(r"[A-Za-z]{4}[0-9]{3}[!#%&]", fullmatch=True),
+)
 def test_planted_password_assignment_is_removed(redactor, before, after, pw) -> None:
     _planted(redactor, before + "\n", f"password={pw}", "\n" + after)
