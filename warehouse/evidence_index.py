@@ -107,7 +107,14 @@ class Ranked:
 
 
 class _Tokenizer:
-    """``evidence_terms`` on a private in-memory DuckDB connection."""
+    """``evidence_terms`` on a private in-memory DuckDB connection.
+
+    Query words are looked up in a per-process cache shared by every index
+    (a word's terms do not depend on the index), so after warm-up a query costs
+    no DuckDB call at all."""
+
+    _words: dict[str, tuple[str, ...]] = {}
+    _words_lock = threading.Lock()
 
     def __init__(self) -> None:
         from warehouse.catalog import connect  # noqa: PLC0415
@@ -116,13 +123,13 @@ class _Tokenizer:
         self._con.execute("LOAD fts")
         self._con.execute(terms_sql())
         self._lock = threading.Lock()
-        self._words: dict[str, tuple[str, ...]] = {}
 
     def terms(self, text: str) -> list[str]:
         """``evidence_terms(text)``: computed per whitespace-separated word (the
         macro never joins across whitespace), each word once per process."""
         words = (text or "").split()
-        missing = sorted({w for w in words if w not in self._words})
+        known = {w: self._words.get(w) for w in set(words)}
+        missing = sorted(w for w, terms in known.items() if terms is None)
         if missing:
             # literal rows bind faster than a list parameter; quotes doubled
             values = ", ".join("('" + w.replace("'", "''") + "')" for w in missing)
@@ -130,11 +137,12 @@ class _Tokenizer:
                 rows = self._con.execute(
                     f"SELECT w, evidence_terms(w) FROM (VALUES {values}) t(w)"
                 ).fetchall()
-            if len(self._words) > 200_000:
-                self._words.clear()
-            for word, terms in rows:
-                self._words[word] = tuple(terms or ())
-        return [term for w in words for term in self._words[w]]
+            with self._words_lock:
+                if len(self._words) > 200_000:
+                    self._words.clear()
+                for word, terms in rows:
+                    known[word] = self._words[word] = tuple(terms or ())
+        return [term for w in words for term in known[w] or ()]
 
     def postings(
         self, texts: pa.Array
