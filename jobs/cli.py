@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -34,11 +35,39 @@ err_console = Console(stderr=True, width=_WIDTH)
 WarehouseOpt = Annotated[
     Path, typer.Option("--warehouse", "-w", help="Warehouse folder.", show_default=True)
 ]
+
+
+def _catalog_value(value: str | None) -> str | None:
+    """Accept ``postgres://`` URLs as well as DuckLake's ``postgres:<keywords>``."""
+    from warehouse.catalog_url import catalog_location
+
+    if value is None:
+        return None
+    try:
+        return catalog_location(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 CatalogOpt = Annotated[
     str | None,
     typer.Option(
-        help="DuckLake catalog (file or postgres:... URL); default: in --warehouse."
+        help="DuckLake catalog: a file, or postgresql://user@host:port/db "
+        "(docs/scale_out.md); default: in --warehouse.",
+        callback=_catalog_value,
     ),
+]
+
+
+class TableOrJson(StrEnum):
+    """Output choices of the report commands (typer validates them)."""
+
+    table = "table"
+    json = "json"
+
+
+TableOrJsonOpt = Annotated[
+    TableOrJson, typer.Option("--output", "-o", help="table or json.")
 ]
 DataPathOpt = Annotated[
     str | None,
@@ -146,6 +175,10 @@ def _print_nightly(result: NightlyResult, seconds: float) -> None:
     )
     if result.docs_new:
         console.print(f"documents: {result.docs_new} new file(s)")
+    if result.retention is not None:
+        from warehouse.retention import describe
+
+        console.print(f"retention purge: {describe(result.retention)}")
     if result.manifest is None:
         console.print("[green]nothing new[/]: no snapshot created")
         return
@@ -200,8 +233,9 @@ def runs(
     with _open(warehouse, catalog, data_path) as wh:
         rows = wh.query(
             "SELECT r.run_id, r.job, r.status, r.started_at, r.files_new, "
-            "r.stage_counts, s.snapshot_id, r.error "
-            "FROM runs r LEFT JOIN lake.snapshots() s "
+            "r.stage_counts, s.snapshot_id, r.error, "
+            + ("r.retention " if _has_column(wh, "runs", "retention") else "NULL ")
+            + "FROM runs r LEFT JOIN lake.snapshots() s "
             "ON s.commit_message = 'run ' || r.run_id "
             "ORDER BY r.started_at DESC LIMIT ?",
             [limit],
@@ -215,9 +249,12 @@ def runs(
         "files",
         "snapshot",
         "stages in/out/dead",
+        "retention purge",
     ):
         table.add_column(column)
-    for run_id, job, status, started, files, counts, snapshot, error in rows:
+    from warehouse.retention import describe
+
+    for run_id, job, status, started, files, counts, snapshot, error, purge in rows:
         stages = "; ".join(
             f"{c['stage']} {c['records_in']}/{c['records_out']}/{c['dead']}"
             for c in counts
@@ -231,8 +268,21 @@ def runs(
             str(files),
             str(snapshot) if snapshot is not None else "-",
             stages or "-",
+            describe(purge),
         )
     console.print(table)
+
+
+def _has_column(wh: Warehouse, table: str, column: str) -> bool:
+    """Whether ``table`` has ``column`` (older warehouses lack newer columns
+    until a job opens them for writing)."""
+    return bool(
+        wh.query(
+            "SELECT count(*) FROM information_schema.columns WHERE "
+            "table_catalog = 'lake' AND table_name = ? AND column_name = ?",
+            [table, column],
+        ).fetchone()[0]
+    )
 
 
 @app.command("dead-letters")
@@ -347,9 +397,7 @@ def verify(
         Path | None,
         typer.Option(help="Pseudonym key file (or set CTXLEDGER_PSEUDONYM_KEY)."),
     ] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = (
-        "table"
-    ),
+    output: TableOrJsonOpt = TableOrJson.table,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:
@@ -358,8 +406,6 @@ def verify(
     Exits 1 when anything is missing."""
     from jobs.verify import print_report, verify_outside, verify_stored
 
-    if output not in {"table", "json"}:
-        _fail("--output must be table or json")
     with console.status("verifying", spinner="dots") as status:
         if summaries is not None:
             report = verify_outside(
@@ -372,7 +418,7 @@ def verify(
                 warehouse, session=session, tenant=tenant, policy_file=policy_file,
                 catalog=catalog, data_path=data_path, progress=status.update,
             )  # fmt: skip
-    print_report(report, console, output)
+    print_report(report, console, output.value)
     if report.failed:
         raise typer.Exit(code=1)
 
@@ -396,9 +442,7 @@ def replay(
     show_turn: Annotated[
         int | None, typer.Option(help="Print each policy's context at this turn.")
     ] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = (
-        "table"
-    ),
+    output: TableOrJsonOpt = TableOrJson.table,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:
@@ -406,13 +450,11 @@ def replay(
     total, and which protected fields each policy still carries at the end."""
     from jobs.replay import print_replay, run_replay
 
-    if output not in {"table", "json"}:
-        _fail("--output must be table or json")
     outcome = run_replay(
         warehouse, session, policy, tenant=tenant, policy_file=policy_file,
         catalog=catalog, data_path=data_path,
     )  # fmt: skip
-    print_replay(outcome, console, output, per_turn, show_turn)
+    print_replay(outcome, console, output.value, per_turn, show_turn)
 
 
 @app.command()
@@ -465,6 +507,34 @@ def memories(
     )  # fmt: skip
 
 
+@app.command()
+def report(
+    run: Annotated[str, typer.Option(help="Run id, or 'latest' for the newest run.")],
+    html: Annotated[Path, typer.Option(help="HTML file to write.")],
+    warehouse: WarehouseOpt = Path("warehouse"),
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Write a self-contained HTML report of one run (no network assets): records
+    per stage, dead letters, PII types, memories, ledger checks, embedded vs
+    reused chunks and time per stage."""
+    from jobs.report import write_report
+
+    written = write_report(warehouse, run, html, catalog=catalog, data_path=data_path)
+    page = written.page
+    empty = [c.chart_id for c in page.charts if c.empty]
+    console.print(
+        f"wrote {html} for run {page.header.run_id} ({page.header.status}): "
+        f"{len(page.charts)} charts"
+        + (f", no data for {', '.join(empty)}" if empty else "")
+    )
+
+
+# Commands kept in their own modules register themselves on ``app``.
+import jobs.cli_backfill  # noqa: E402, F401
+import jobs.cli_stream  # noqa: E402, F401
+
+
 def main() -> None:
     """Console entry point: clear one-line errors, tracebacks only when debugging."""
     try:
@@ -483,4 +553,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run the imported module's app: command modules registered on that one.
+    from jobs.cli import main as _main
+
+    _main()

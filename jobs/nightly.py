@@ -4,6 +4,10 @@ Incremental and idempotent: files are identified by content hash, hashes already
 committed are skipped, and the run id is a hash of the job, the policy version and
 the new files, so a run that crashed and is started again writes exactly the rows
 the uninterrupted run would have.
+
+Every run also purges what the policy no longer keeps (``warehouse.retention``):
+history past the window before the commit, expired memories and artifacts inside
+the run's own snapshot, or as a ``retention`` run when nothing is new.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from pipelines.ingest.landing import Discovery, discover
 from schemas import RunManifest, content_hash
 from schemas.arrow import to_table
 from warehouse.catalog import Warehouse
+from warehouse.catalog_url import catalog_location
+from warehouse.concurrency import retry_on_conflict
 
 Progress = Callable[[str], None]
 
@@ -38,6 +44,9 @@ class NightlyResult:
     memory_inputs_new: int = 0
     #: What the memory lifecycle step did (supersession, purges), if it ran.
     memory_maintenance: object | None = None
+    #: What the retention purge did (``warehouse.retention.RetentionCounts``):
+    #: in the run's own snapshot, or a ``retention`` run when nothing was new.
+    retention: object | None = None
     #: New document files (``--docs``) this run read (evidence stage).
     docs_new: int = 0
 
@@ -84,6 +93,8 @@ def run_nightly(
     started_at = datetime.now(UTC)
     policy = load_policy(policy_file)
     warehouse = Path(warehouse).resolve()
+    # One spelling of the catalog for every stage that attaches it (URL -> libpq).
+    catalog = catalog_location(catalog) if catalog else None
     progress(f"scanning {landing}")
     found = discover(landing, default_tenant)
     with Warehouse.open(
@@ -110,10 +121,10 @@ def run_nightly(
         docs_new=len(new_docs),
     )
     if not new_items and not memory_inputs and not new_docs:
-        progress("nothing new to process")
-        result.memory_maintenance = _maintain_memories(
-            warehouse, policy, None, catalog, data_path
-        )
+        progress("nothing new to process; retention purge")
+        purge = _retention_only(warehouse, policy, catalog, data_path)
+        result.retention, result.memory_maintenance = purge.counts, purge.memory
+        _refresh_serving(warehouse, catalog, data_path, progress)
         return result
 
     config = JobConfig(
@@ -168,10 +179,11 @@ def run_nightly(
         raise
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         result.manifest = load_run(wh, config.run_id)
-    progress("memory lifecycle: supersession, retention and consent purges")
-    result.memory_maintenance = _maintain_memories(
-        warehouse, policy, config.run_id, catalog, data_path
+    progress("retention: history purge and compaction after the commit")
+    result.retention, result.memory_maintenance = _after_commit(
+        warehouse, policy, result.manifest, catalog, data_path
     )
+    _refresh_serving(warehouse, catalog, data_path, progress)
     return result
 
 
@@ -189,19 +201,48 @@ def _new_documents(docs, default_tenant, policy, warehouse, catalog, data_path):
     return list(fresh.values())
 
 
-def _maintain_memories(warehouse, policy, run_id, catalog, data_path):
-    """The memory lifecycle step after a run (a snapshot only when it changes
-    something): see ``warehouse.memory_api.maintain``."""
-    from warehouse.memory_api import maintain
+def _retention_only(warehouse, policy, catalog, data_path):
+    """The retention purge of a nightly with nothing new (a ``retention`` run,
+    in its own snapshot, only when it removes something): see
+    ``warehouse.retention.run_retention``. Its own transaction retries itself
+    on a conflict with a concurrent job's commit."""
+    from warehouse.retention import run_retention
 
-    return maintain(
+    return run_retention(
         warehouse,
-        settings=policy.memory,
-        run_id=run_id,
+        policy,
         catalog=catalog,
         data_path=data_path,
         job_version=code_version(),
     )
+
+
+def _after_commit(warehouse, policy, manifest, catalog, data_path):
+    """After the run's snapshot (which already holds its memory lifecycle and
+    row purges, ``pipelines.sink.commit``): history purge if memories were
+    purged, and compaction. Returns (retention counts, maintenance result)."""
+    from warehouse.retention import RetentionCounts, after_commit
+
+    counts = RetentionCounts.from_json(manifest.retention if manifest else None)
+    maintenance = retry_on_conflict(
+        lambda: after_commit(
+            warehouse, policy, counts, catalog=catalog, data_path=data_path
+        )
+    )
+    return counts, maintenance
+
+
+def _refresh_serving(warehouse, catalog, data_path, progress):
+    """Bring the memory lookup replica up to the run's last snapshot, so the
+    first lookup after the nightly does not pay for a rebuild (only the tables
+    whose rows changed are rebuilt): see ``warehouse.memory_serving``."""
+    from warehouse.memory_serving import refresh_serving
+
+    done = retry_on_conflict(
+        lambda: refresh_serving(warehouse, catalog=catalog, data_path=data_path)
+    )
+    if done is not None and done.rebuilt:
+        progress(f"memory serving replica rebuilt: {', '.join(done.rebuilt)}")
 
 
 def record_failed_run(

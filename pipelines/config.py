@@ -6,7 +6,9 @@ and repeated later.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
+
+from warehouse.catalog_url import mask_password
 
 
 class JobConfig(BaseModel):
@@ -36,6 +38,12 @@ class JobConfig(BaseModel):
     #: Memory stage: optional OpenAI-compatible chat-completions extractor.
     llm_endpoint: str | None = None
     llm_model: str | None = None
+
+    @field_serializer("catalog")
+    def _catalog_without_password(self, catalog: str | None) -> str | None:
+        """``runs.config`` keeps the catalog but never its password (libpq reads
+        one from PGPASSWORD or ~/.pgpass on every worker instead)."""
+        return mask_password(catalog)
 
     @property
     def staging_dir(self) -> str:

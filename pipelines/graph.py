@@ -48,9 +48,14 @@ def build_batch_graph(
     files_seen: int,
     files_skipped: int,
     runner: str,
+    commit=None,
 ):
     """Add the ingest -> redact -> branches -> commit graph to ``pipeline``; return
-    the manifest PCollection (one ``RunManifest``)."""
+    the manifest PCollection (one ``RunManifest``).
+
+    ``commit`` replaces the appending commit step (``commit_run``), e.g. with the
+    backfill's replacing one.
+    """
     ingested = (
         pipeline
         | "ListLandingFiles" >> beam.Create(items, reshuffle=False)
@@ -78,5 +83,5 @@ def build_batch_graph(
         tables
         | "WriteTables" >> WriteTables(config)
         | "CommitSnapshot"
-        >> CommitSnapshot(config, started_at, files_seen, files_skipped, runner)
+        >> CommitSnapshot(config, started_at, files_seen, files_skipped, runner, commit)
     )

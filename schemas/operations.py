@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schemas.base import Record
 
@@ -75,6 +75,21 @@ class StageCount(BaseModel):
         return self.records_in == self.records_out + self.dead
 
 
+class StageTiming(BaseModel):
+    """Wall seconds one stage's steps spent on their own work in a run.
+
+    Summed over workers and bundles (parallel workers can add up to more than
+    the run's wall time); ``calls`` is how many elements or batches that was.
+    Measured by ``pipelines.timing`` and committed with the run's manifest.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: str
+    seconds: float = 0.0
+    calls: int = 0
+
+
 class RunManifest(Record):
     """One job run: what it read, what each stage kept or dropped, what it committed."""
 
@@ -97,3 +112,19 @@ class RunManifest(Record):
     config: str = "{}"
     snapshot_id: int | None = None
     error: str | None = None
+    #: Empty for runs that predate stage timings (their column reads NULL).
+    stage_timings: list[StageTiming] = Field(default_factory=list)
+    #: What the run's retention step did, as JSON counts (``warehouse.retention``
+    #: ``RetentionCounts``: memories expired / withdrawn / re-resolved, artifacts
+    #: and evidence rows past retention, snapshots expired, files deleted).
+    retention: str = "{}"
+
+    @field_validator("stage_timings", mode="before")
+    @classmethod
+    def _no_timings(cls, value: object) -> object:
+        return [] if value is None else value
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _no_retention(cls, value: object) -> object:
+        return "{}" if value is None else value

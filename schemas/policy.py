@@ -11,7 +11,10 @@ Sections:
 * ``pii``: which entity types are detected, the score each needs, and what is done
   to them (``pseudonymize`` | ``mask`` | ``redact`` | ``keep``); NER settings;
   secret detector switches (``pii.secrets``); JSON key rules.
-* ``retention``: days to keep each memory kind (used by later stages; may be empty).
+* ``retention``: how long raw tool outputs (``artifacts``) are kept
+  (``RetentionSettings``; memories have their own ``memory.retention``).
+* ``history``: how long DuckLake snapshots stay reachable by time travel, and
+  when debris of crashed runs is removed (``HistorySettings``).
 * ``limits``: size guards (``max_record_bytes``).
 * ``ledger``: compression-ledger windows, rebuild rules and protected kinds.
 * ``memory``: purposes, legal bases, served sources, retention per source and
@@ -151,6 +154,38 @@ class LedgerSettings(_Strict):
     max_statement_chars: int = Field(default=400, ge=40)
 
 
+class RetentionSettings(_Strict):
+    """Retention of raw tool outputs, applied inside every nightly commit.
+
+    ``artifacts_days``: an artifact is removed (with the evidence chunks built
+    from it) once its *newest* referencing message is older than this many
+    days; a message's age is its ``created_at``, else the start of the run
+    that committed it. An artifact no message references any more is removed
+    too (nothing can reach it). ``None`` keeps artifacts forever. Messages and
+    tool observations stay: their ``artifact_ref`` then no longer resolves.
+    """
+
+    artifacts_days: int | None = Field(default=None, ge=0)
+
+
+class HistorySettings(_Strict):
+    """How much DuckLake history a warehouse keeps (``warehouse.retention``).
+
+    Snapshots older than ``keep_snapshots_days`` are expired
+    (``ducklake_expire_snapshots``; the current snapshot never is) and the
+    files only they referenced are deleted (``ducklake_cleanup_old_files``),
+    so a purge also leaves history after this window; ``None`` keeps all
+    history. Files in the data path the catalog does not know (an
+    interrupted commit's), and ``staging/`` and ``quarantine/`` folders of
+    runs that never committed, are deleted once older than
+    ``orphan_grace_hours`` (a concurrent writer may still be using younger
+    ones).
+    """
+
+    keep_snapshots_days: float | None = Field(default=30.0, ge=0)
+    orphan_grace_hours: float = Field(default=24.0, ge=0)
+
+
 class Policy(_Strict):
     """A named, versioned set of domain settings, saved with every run."""
 
@@ -158,7 +193,8 @@ class Policy(_Strict):
     version: str = "1"
     pseudonym_hex_length: int = Field(default=8, ge=4, le=64)
     pii: PiiSettings = PiiSettings()
-    retention: dict[str, int] = Field(default_factory=dict)
+    retention: RetentionSettings = RetentionSettings()
+    history: HistorySettings = HistorySettings()
     limits: Limits = Limits()
     ledger: LedgerSettings = LedgerSettings()
     memory: MemorySettings = MemorySettings()
@@ -169,9 +205,6 @@ class Policy(_Strict):
         for key, etype in self.pii.json_keys.items():
             if not etype or not etype.isupper():
                 raise ValueError(f"json_keys[{key!r}] must name an entity type")
-        for kind, days in self.retention.items():
-            if days < 0:
-                raise ValueError(f"retention[{kind!r}] must be >= 0 days")
         return self
 
     @cached_property

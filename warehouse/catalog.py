@@ -27,10 +27,16 @@ import duckdb
 import pyarrow as pa
 
 from schemas.arrow import arrow_schema
+from warehouse.catalog_url import catalog_location
+from warehouse.concurrency import retry_on_conflict
 from warehouse.tables import TABLES
 
 CATALOG_FILE = "catalog.ducklake"
 LAKE_ALIAS = "lake"
+#: One-row table every data commit updates, so two concurrent commits conflict
+#: (both delete its row) and the loser re-runs its de-duplicating inserts against
+#: the winner's rows; plain appends would both commit and duplicate shared keys.
+COMMIT_LOCK_TABLE = "_commit_lock"
 
 
 class WarehouseError(RuntimeError):
@@ -78,7 +84,8 @@ class Warehouse:
     ):
         self.root = Path(root).resolve()
         self.snapshot = snapshot
-        self.catalog = catalog or str(self.root / CATALOG_FILE)
+        # postgres:// URLs become DuckLake's `postgres:<libpq keywords>` form.
+        self.catalog = catalog_location(catalog or str(self.root / CATALOG_FILE))
         self.data_path = data_path or str(self.root / "lake")
         self._con: duckdb.DuckDBPyConnection | None = None
 
@@ -95,7 +102,8 @@ class Warehouse:
                 "run `ctxledger nightly` first or pass the right --warehouse"
             )
         warehouse.root.mkdir(parents=True, exist_ok=True)
-        Path(warehouse.data_path).mkdir(parents=True, exist_ok=True)
+        if "://" not in warehouse.data_path:  # s3://, gs://: the store has no dirs
+            Path(warehouse.data_path).mkdir(parents=True, exist_ok=True)
         warehouse.connection()
         if create:
             warehouse.ensure_tables()
@@ -104,7 +112,13 @@ class Warehouse:
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The open DuckDB connection with the lake attached as ``lake``."""
         if self._con is None:
-            con = connect()
+            # Two first ATTACHes of a fresh Postgres catalog race to create it.
+            self._con = retry_on_conflict(self._attach)
+        return self._con
+
+    def _attach(self) -> duckdb.DuckDBPyConnection:
+        con = connect()
+        try:
             con.execute("LOAD ducklake")
             pinned = (
                 f", SNAPSHOT_VERSION {int(self.snapshot)}, READ_ONLY"
@@ -116,11 +130,17 @@ class Warehouse:
                 f"(DATA_PATH {_quote(self.data_path.rstrip('/') + '/')}{pinned})"
             )
             con.execute(f"USE {LAKE_ALIAS}")
-            self._con = con
-        return self._con
+        except BaseException:
+            con.close()
+            raise
+        return con
 
     def close(self) -> None:
         """Detach the lake, then close (a live relation must not pin the catalog)."""
+        if "_memory_store" in self.__dict__:  # the memory serving replica's reader
+            from warehouse.memory_serving import close_store
+
+            close_store(self)
         if self._con is not None:
             try:
                 self._con.execute(f"USE memory; DETACH {LAKE_ALIAS}")
@@ -137,6 +157,10 @@ class Warehouse:
 
     # -- schema ------------------------------------------------------------------
     def existing_tables(self) -> set[str]:
+        """Data tables in the lake (not the internal ``COMMIT_LOCK_TABLE``)."""
+        return self._lake_tables() - {COMMIT_LOCK_TABLE}
+
+    def _lake_tables(self) -> set[str]:
         rows = (
             self.connection()
             .execute(
@@ -153,31 +177,38 @@ class Warehouse:
 
         Column types come from the Arrow schemas in ``schemas``; adding a field to
         a record model adds the column here on the next open (old rows read NULL).
+        Reads and DDL share one transaction, so two jobs opening a fresh shared
+        catalog at once do not both create a table: the loser's commit conflicts
+        and the retry finds the tables there.
         """
+        retry_on_conflict(self._ensure_tables)
+
+    def _ensure_tables(self) -> None:
         con = self.connection()
-        existing = self.existing_tables()
-        creates: list[tuple[str, pa.Table]] = []
-        additions: list[tuple[str, str, pa.Table]] = []
-        for name, model in TABLES.items():
-            schema = arrow_schema(model)
-            if name not in existing:
-                creates.append((name, schema.empty_table()))
-                continue
-            columns = {
-                r[0]
-                for r in con.execute(
-                    "SELECT column_name FROM information_schema.columns "
-                    "WHERE table_catalog = ? AND table_name = ?",
-                    [LAKE_ALIAS, name],
-                ).fetchall()
-            }
-            for field in schema:
-                if field.name not in columns:
-                    empty = schema.select([field.name]).empty_table()
-                    additions.append((name, field.name, empty))
-        if not creates and not additions:
-            return
         with self.transaction():
+            existing = self._lake_tables()
+            creates: list[tuple[str, pa.Table]] = []
+            additions: list[tuple[str, str, pa.Table]] = []
+            for name, model in TABLES.items():
+                schema = arrow_schema(model)
+                if name not in existing:
+                    creates.append((name, schema.empty_table()))
+                    continue
+                columns = {
+                    r[0]
+                    for r in con.execute(
+                        "SELECT column_name FROM information_schema.columns "
+                        "WHERE table_catalog = ? AND table_name = ?",
+                        [LAKE_ALIAS, name],
+                    ).fetchall()
+                }
+                for field in schema:
+                    if field.name not in columns:
+                        empty = pa.schema([field]).empty_table()
+                        additions.append((name, field.name, empty))
+            lock_missing = COMMIT_LOCK_TABLE not in existing
+            if not creates and not additions and not lock_missing:
+                return
             for name, empty in creates:
                 con.register("__empty", empty)
                 con.execute(f"CREATE TABLE {name} AS SELECT * FROM __empty")
@@ -189,7 +220,24 @@ class Warehouse:
                 ).fetchone()[1]
                 con.unregister("__empty")
                 con.execute(f"ALTER TABLE {name} ADD COLUMN {column} {dtype}")
+            if lock_missing:
+                con.execute(f"CREATE TABLE {COMMIT_LOCK_TABLE} (commits BIGINT)")
+                con.execute(f"INSERT INTO {COMMIT_LOCK_TABLE} VALUES (0)")
             self._set_commit_message("schema", {"kind": "schema"})
+
+    def take_commit_lock(self) -> None:
+        """Serialise this transaction against every other data commit."""
+        self._take_commit_lock()
+
+    def _take_commit_lock(self) -> None:
+        """Update the lock row inside the open transaction (see
+        ``COMMIT_LOCK_TABLE``): of two data commits that overlap in time, one
+        now aborts with a conflict and is retried instead of duplicating keys."""
+        con = self.connection()
+        if COMMIT_LOCK_TABLE not in self._lake_tables():
+            # A warehouse from before the lock: the next ensure_tables adds it.
+            return
+        con.execute(f"UPDATE {COMMIT_LOCK_TABLE} SET commits = commits + 1")
 
     # -- transactions ------------------------------------------------------------
     @contextmanager
@@ -202,6 +250,10 @@ class Warehouse:
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
+
+    def set_commit_message(self, message: str, extra: dict[str, Any]) -> None:
+        """Tag the open transaction's snapshot (``run <id>`` for job runs)."""
+        self._set_commit_message(message, extra)
 
     def _set_commit_message(self, message: str, extra: dict[str, Any]) -> None:
         self.connection().execute(
@@ -238,17 +290,40 @@ class Warehouse:
         extra_rows: dict[str, pa.Table],
         commit_info: dict[str, Any],
         manifest: Callable[[dict[str, int]], pa.Table] | None = None,
+        in_transaction: Callable[[Warehouse], None] | None = None,
     ) -> CommitResult:
         """Register a run's Parquet shards and extra rows as one snapshot.
 
         ``staged`` maps table -> Parquet files; ``extra_rows`` maps table -> Arrow
         rows computed by the job. ``manifest`` builds the ``runs`` row from the
         inserted counts, so the run record states what its snapshot added.
+        ``in_transaction`` runs after the inserts and before the manifest (the
+        run's retention step: memory lifecycle, artifact purge), so its changes
+        are part of the same snapshot; it runs again if the commit is retried.
         Everything happens in one transaction: all of it becomes visible, or none.
+        A transaction that conflicts with a concurrent writer's commit runs again
+        (``warehouse.concurrency``), so each key lands once whichever commits first.
         """
+        inserted = retry_on_conflict(
+            lambda: self._commit_staged(
+                run_id, staged, extra_rows, commit_info, manifest, in_transaction
+            )
+        )
+        return CommitResult(self.snapshot_for_run(run_id), inserted)
+
+    def _commit_staged(
+        self,
+        run_id: str,
+        staged: dict[str, Sequence[str]],
+        extra_rows: dict[str, pa.Table],
+        commit_info: dict[str, Any],
+        manifest: Callable[[dict[str, int]], pa.Table] | None,
+        in_transaction: Callable[[Warehouse], None] | None = None,
+    ) -> dict[str, int]:
         inserted: dict[str, int] = {}
         con = self.connection()
         with self.transaction():
+            self._take_commit_lock()
             for table, files in staged.items():
                 files = [f for f in files if Path(f).exists()]
                 if not files:
@@ -267,6 +342,8 @@ class Warehouse:
                     )
                 finally:
                     con.unregister(name)
+            if in_transaction is not None:
+                in_transaction(self)
             if manifest is not None:
                 con.register("__manifest", manifest(dict(inserted)))
                 try:
@@ -274,7 +351,7 @@ class Warehouse:
                 finally:
                     con.unregister("__manifest")
             self._set_commit_message(f"run {run_id}", {"run_id": run_id, **commit_info})
-        return CommitResult(self.snapshot_for_run(run_id), inserted)
+        return inserted
 
     # -- reads -------------------------------------------------------------------
     def snapshot_for_run(self, run_id: str) -> int | None:

@@ -9,7 +9,10 @@ It returns ``facts`` (texts of user statements and system records),
 no rule decides), plus every served item with its provenance. Checks, all at
 query time (a withdrawal or an expiry shows on the next query, no rebuild):
 tenant and subject, purpose, not expired, accepted source with known
-provenance, valid at ``at``, a live basis now.
+provenance, valid at ``at``, a live basis now. Lookups on a current warehouse
+are served from a read-optimised replica of ``memories`` and ``consent``
+(``warehouse.memory_serving``: same rules, <1 ms instead of ~60-130 ms);
+``lake=True`` and time travel run the macro on the lake.
 
 Erasure: ``erase_subject`` deletes the subject's memories, rejections and
 consent events and every row derived from the subject's sessions, then
@@ -25,6 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -166,9 +170,22 @@ def memories(
     at: datetime | None = None,
     *,
     settings: MemorySettings | None = None,
+    lake: bool = False,
 ) -> MemoryView:
-    """Memories of one subject a context builder may use for ``purpose``."""
+    """Memories of one subject a context builder may use for ``purpose``.
+
+    Served from the read-optimised replica (``warehouse.memory_serving``, same
+    rules, refreshed when the lake's snapshot moves) unless ``lake`` is set or
+    the warehouse is pinned to a snapshot: then the ``memories_served`` macro
+    runs on the lake itself.
+    """
     settings = settings or _default_settings()
+    if not lake and wh.snapshot is None:
+        from warehouse.memory_serving import serving_store
+
+        return serving_store(wh).memories(
+            tenant_id, subject_id, purpose, at, settings=settings
+        )
     if at is not None and at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     install_macros(wh)
@@ -368,7 +385,17 @@ def maintain(
                 result.compacted.append(table)
     if (result.expired or result.withdrawn) and settings.purge_history:
         result.history = purge_history(root, catalog=catalog, data_path=data_path)
+    _refresh_replica(root, catalog, data_path, create=True)
     return result
+
+
+def _refresh_replica(root, catalog, data_path, *, create: bool) -> None:
+    """Bring the lookup replica (``warehouse.memory_serving``) up to the commits
+    just made, rebuilding the files of tables that changed; ``create=False``:
+    only if a replica exists."""
+    from warehouse.memory_serving import refresh_serving
+
+    refresh_serving(root, catalog=catalog, data_path=data_path, create=create)
 
 
 def _lifecycle(
@@ -378,8 +405,13 @@ def _lifecycle(
     run_id: str | None,
     job_version: str,
     result: MaintenanceResult,
+    own_transaction: bool = True,
 ) -> None:
-    """Purges and re-resolution of ``maintain``, in one transaction (if any)."""
+    """Purges and re-resolution of ``maintain``, in one transaction (if any).
+
+    With ``own_transaction=False`` it runs inside the caller's open transaction
+    and sets no commit message (the backfill folds it into its own snapshot).
+    """
     install_macros(wh)
     con = wh.connection()
     expired = con.execute(
@@ -431,7 +463,7 @@ def _lifecycle(
                     job_version=job_version,
                 )
             )
-    with wh.transaction():
+    with wh.transaction() if own_transaction else nullcontext():
         if dropped:
             con.register("__purge", pa.table({"memory_id": sorted(dropped)}))
             try:
@@ -454,6 +486,8 @@ def _lifecycle(
         result.expired, result.withdrawn = len(expired), len(withdrawn)
         result.resolved = len(updates)
         result.receipts = receipts
+        if not own_transaction:
+            return
         _set_message(
             wh,
             f"maintain {run_id or 'memories'}",
@@ -617,6 +651,9 @@ def purge_history(
     if not catalog_file.startswith(("postgres:", "postgresql:")):
         compact_catalog(catalog_file)
         purge.catalog_compacted = True
+    # The lookup replica must not keep deleted rows either: the expired
+    # snapshots leave a gap in the change log, so its files are rebuilt.
+    _refresh_replica(root, catalog, data_path, create=False)
     return purge
 
 
@@ -901,4 +938,8 @@ def erase_subject(
             finally:
                 con.unregister("__receipt")
             _set_message(wh, f"erasure receipt {erasure_id}", {"kind": "erasure"})
+    # purge_history rebuilt the lookup replica's files; crashed builds go too.
+    from warehouse.memory_serving import remove_partial_builds
+
+    remove_partial_builds(root)
     return receipt

@@ -12,6 +12,7 @@ from schemas import (
     Session,
     ToolObservation,
 )
+from schemas.backfill import BackfillChange
 from schemas.evidence import DocumentFile, DocumentVersion, EvidenceChunk
 from schemas.ledger import ArtifactTrailEntry, LedgerEntry
 from schemas.memory import (
@@ -46,5 +47,6 @@ TABLES: dict[str, type[Record]] = {
         DocumentFile,
         DocumentVersion,
         EvidenceChunk,
+        BackfillChange,
     )
 }

@@ -12,7 +12,6 @@ where the CPU has it (``bench/bench_evidence.py`` measures both).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -90,25 +89,13 @@ class Embedder:
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                     import torch  # noqa: PLC0415
-                    from sentence_transformers import (  # noqa: PLC0415
-                        SentenceTransformer,
-                    )
-                    from transformers.utils import (  # noqa: PLC0415
-                        logging as hf_logging,
-                    )
 
-                    hf_logging.disable_progress_bar()  # no bars in job output
+                    from pipelines.models import sentence_model  # noqa: PLC0415
+
                     if self.settings.torch_threads:
                         torch.set_num_threads(self.settings.torch_threads)
-                    model = SentenceTransformer(
-                        model_path(self.settings.model), device="cpu"
-                    )
-                    model.eval()
-                    self._model = model
+                    self._model = sentence_model(model_path(self.settings.model))
         return self._model
 
     def encode(self, texts: Sequence[str], model: Any = None) -> np.ndarray:

@@ -45,6 +45,7 @@ from pipelines.evidence.documents import (
     evidence_dead_letter,
 )
 from pipelines.evidence.embed import Embedder
+from pipelines.timing import clock_of, timed
 from schemas.evidence import EmbeddingSettings
 
 DEAD_LETTER = "dead_letter"
@@ -61,12 +62,14 @@ class SentenceTransformerHandler(ModelHandler[str, np.ndarray, Any]):
     ``load_model`` runs once per worker (Beam shares the model between the
     threads of a process) and hands over an ``Embedder`` whose weights load on
     its first batch, so a run without new texts never pays for the model;
-    batches are sized by the policy.
+    batches are sized by the policy. With ``staging_dir`` each batch's time
+    counts towards the run's ``evidence_embed`` timing (``pipelines.timing``).
     """
 
-    def __init__(self, settings: EmbeddingSettings):
+    def __init__(self, settings: EmbeddingSettings, staging_dir: str | None = None):
         super().__init__()
         self.settings = settings
+        self.staging_dir = staging_dir
 
     def load_model(self) -> Any:
         return Embedder(self.settings)
@@ -77,7 +80,9 @@ class SentenceTransformerHandler(ModelHandler[str, np.ndarray, Any]):
         model: Any,
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[PredictionResult]:
-        vectors = model.encode(list(batch))
+        clock = clock_of(self, STAGE_EMBED, self.staging_dir)
+        vectors = clock.measure(lambda: model.encode(list(batch)))
+        clock.flush()  # no end-of-bundle hook here; batches are big enough
         return [
             PredictionResult(example, vector)
             for example, vector in zip(batch, vectors, strict=True)
@@ -96,6 +101,7 @@ class SentenceTransformerHandler(ModelHandler[str, np.ndarray, Any]):
         return "evidence_embed"
 
 
+@timed("evidence_docs")
 class ParseDocumentFn(beam.DoFn):
     """Read, redact and chunk one document file (see ``build_document``)."""
 
@@ -129,6 +135,7 @@ class ParseDocumentFn(beam.DoFn):
             yield pvalue.TaggedOutput(DEAD_LETTER, letter)
 
 
+@timed("evidence_artifacts")
 class ChunkArtifactFn(beam.DoFn):
     """Chunk one distinct tool output; a failure is a dead letter."""
 
@@ -171,6 +178,7 @@ class ChunkArtifactFn(beam.DoFn):
             yield from built.chunks
 
 
+@timed("evidence_embed")
 class LookupEmbeddingsFn(beam.DoFn):
     """Batches of ``(key, drafts)``: complete the drafts whose text the warehouse
     already embedded (same tenant, hash and model); pass the rest on."""
@@ -267,7 +275,9 @@ class EmbedChunks(beam.PTransform):
                 "to_embed", main="reused"
             )
         )
-        handler = KeyedModelHandler(SentenceTransformerHandler(self.settings))
+        handler = KeyedModelHandler(
+            SentenceTransformerHandler(self.settings, self.config.staging_dir)
+        )
         embedded, failed = (
             looked_up.to_embed
             | "RunInference" >> RunInference(handler).with_exception_handling()

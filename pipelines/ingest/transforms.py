@@ -15,6 +15,7 @@ from pipelines.config import JobConfig
 from pipelines.ingest import reasons
 from pipelines.ingest.landing import LandingItem, parse_landing_file, write_quarantine
 from pipelines.ingest.normalize import SourceInfo, dead_letter
+from pipelines.timing import timed
 from schemas import LandingFile
 
 DEAD_LETTER = "dead_letter"
@@ -32,6 +33,7 @@ def source_info(item: LandingItem, config: JobConfig) -> SourceInfo:
     )
 
 
+@timed("ingest")
 class ParseLandingFileFn(beam.DoFn):
     """Parse one landing file; every record ends as a session or a dead letter."""
 

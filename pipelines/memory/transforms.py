@@ -34,6 +34,7 @@ from pipelines.memory.inputs import (
     parse_consent_file,
     parse_system_records_file,
 )
+from pipelines.timing import timed
 from schemas import content_hash
 from schemas.memory import MemoryExtraction, MemoryInputFile
 
@@ -55,6 +56,7 @@ def _info(tenant: str, source_file: str, source_hash: str, config: JobConfig):
     )
 
 
+@timed("memory_extract")
 class ExtractSessionMemoriesFn(beam.DoFn):
     """Memory candidates of one session (rules + MiniLM classifier [+ LLM])."""
 
@@ -188,6 +190,7 @@ def _emit_input(parsed: ParsedInput, config: JobConfig):
     )
 
 
+@timed("memory_extract")
 class ReadConsentFn(beam.DoFn):
     """Consent events of one input file (main output: ``ConsentRecord``)."""
 
@@ -203,6 +206,7 @@ class ReadConsentFn(beam.DoFn):
         yield from _emit_input(parsed, self.config)
 
 
+@timed("memory_extract")
 class ReadSystemRecordsFn(beam.DoFn):
     """System-record candidates of one input file, their text redacted."""
 
@@ -235,6 +239,7 @@ class ReadSystemRecordsFn(beam.DoFn):
         yield from _emit_input(parsed, self.config)
 
 
+@timed("memory_gate")
 class GateSubjectMemoriesFn(beam.DoFn):
     """Gate one subject's candidates against its consent; resolve supersession."""
 

@@ -14,7 +14,9 @@ Per batch of ``(field, text)`` items:
    capitalised words, and the whole batch goes through one ``nlp.pipe``. Cue
    rules run on the same prose spans: ``names`` (titles, "my name is", lower-case
    given names) and ``places`` ("grew up in X", "Where: X"); the name line above
-   a postal address comes with the address (``places.recipient_name``).
+   a postal address comes with the address (``places.recipient_name``). NER
+   ORG spans are relabelled when they are names (``names.relabel_org``) or the
+   town after ``at <employer> in`` (``places.org_place``).
 3. Filter by the policy's per-type thresholds, drop anything overlapping one of our
    own placeholders (so redacting twice is a no-op), resolve overlaps (secrets,
    then score, then length).
@@ -38,7 +40,7 @@ from pipelines.redact.names import find_names, relabel_org
 from pipelines.redact.ner import NerJob, NerRunner, candidate_windows, chunk_span
 from pipelines.redact.offline import ensure_offline_tldextract
 from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
-from pipelines.redact.places import find_places, recipient_name
+from pipelines.redact.places import find_places, org_place, recipient_name
 from pipelines.redact.pseudonym import Pseudonymizer
 from pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
 from pipelines.redact.spans import (
@@ -336,6 +338,11 @@ class Redactor:
                 det = det.shifted(job.start)
                 if det.entity_type == "ORGANIZATION" and "PERSON" in self.entity_types:
                     det = relabel_org(text, det) or det
+                if (
+                    det.entity_type == "ORGANIZATION"
+                    and "LOCATION" in self.entity_types
+                ):
+                    det = org_place(text, det) or det
                 target.append(det)
 
     def _finalize(self, text: str, dets: list[Detection]) -> tuple[Detection, ...]:

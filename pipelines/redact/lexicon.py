@@ -4,7 +4,8 @@
 this list at the start of a sentence says nothing about names, so it does not make
 a text worth NER. ``FIRST_NAMES``: common given names from many languages, minus
 those that are also everyday words or places (``Will``, ``May``, ``Paris``), used to
-catch names the small spaCy model labels ORG or misses.
+catch names the small spaCy model labels ORG or misses. ``DEMONYMS``: nationality
+adjectives, for "the <nationality> government" (a country, so a place).
 """
 
 from __future__ import annotations
@@ -100,6 +101,40 @@ FIRST_NAMES = frozenset(
     tom tomas tyler valentina valeria vanessa vera veronica victor victoria
     vincent vladimir walter wei wendy william xavier yan yasmin yuki
     yusuf zachary zoe
+    abby adeline aileen alana alyssa amara amira anya ariana arielle
+    athena audrey beatrice bella bethany brianna bridget caitlin callie camilla
+    cassandra cassidy celeste celine charlene cheryl cindy claudette colette cora
+    courtney daphne darlene delia delilah denise diane edith eileen
+    elaine eleanor eliza ellie eloise elsa emilia erica esme esther estelle
+    eunice evangeline faye felicity frances genevieve gianna gina giselle gwen
+    gwendolyn hailey harriet helga hilda imogen irina isla ivana jacquelyn janine
+    jeanette jenna jill jillian joanne jocelyn josephine judy juliana juliet
+    kaitlyn kara karina katarina katrina kayla kendra kirsten kristen kylie layla
+    leila leslie lila liliana lillian lilly lindsay lindsey lorena lorraine lucy
+    lydia lynn mabel madeline maeve maggie makayla mallory marcia margaret margo
+    marguerite marianne marilyn marjorie marlene maureen maxine melanie melinda
+    meredith mildred miranda miriam molly myra nadine natasha nell nina noelle
+    norma octavia odette ophelia paige patrice paulina pauline penelope phoebe
+    phyllis polly priscilla rachael ramona renee rhonda roberta rosalind roxanne
+    sabine samara sasha selena serena sheila sienna silvia simone sonia stella
+    susanna suzanne sylvia tamara tanya tara tessa thea theresa tina tracy trisha
+    ursula valerie vivian wanda whitney wilma yolanda yvette yvonne zelda
+    aidan alec alfonso alistair alonzo ambrose anders angus archie arnold ashton
+    barry benedict bernardo bjorn brendan brett byron calvin cedric cesar
+    chester clarence clayton clifford clint clyde colin cornelius curtis cyril
+    dalton damian damon dante darius darren dave davide declan desmond dominik
+    donovan dorian doug dwayne dylan edgar edmund eduardo edwin elliot elliott
+    emil emilio enrico enzo ernest ernesto esteban evan everett ezra fabian
+    federico felipe floyd francis fred freddie frederick gareth gavin gerard
+    gilbert giorgio graham gunnar hamish harvey hector herbert horace howard
+    humberto ignacio isaiah ismael jacques jake jamal jeff jerome jesse jim jimmy
+    joe joey jonas josh julio jurgen keanu kendrick kurt leonard leroy lionel
+    lloyd lonnie lucian luca lucius luther malcolm manuel marco marcus marius
+    marvin mathias maurice melvin milo mitchell nathaniel neil nelson nigel
+    quentin ralph randall randy raymond reggie reginald rhys ricardo ricky rodney
+    rodrigo ronan rudy rufus russell salvatore seth shane sidney silas spencer
+    stanley stuart terrence theo theodore toby tommy travis trevor ulrich vernon
+    vince wallace warren wayne wesley wilbur wilfred winston wyatt
     """.split()
 )
 
@@ -110,5 +145,31 @@ ORG_SUFFIXES = frozenset(
     gmbh ag sa plc bank university college institute school hospital software
     systems solutions technologies consulting partners associates foundation
     agency airlines airways labs studio studios club
+    """.split()
+)
+
+#: Nationality adjectives. "the sudanese government" names a country, which the
+#: place rules take as a LOCATION (a nationality alone is NRP, not redacted).
+DEMONYMS = frozenset(
+    """
+    afghan albanian algerian american andorran angolan argentine argentinian
+    armenian australian austrian azerbaijani bahraini bangladeshi belarusian
+    belgian bolivian bosnian brazilian british bulgarian burmese burundian
+    cambodian cameroonian canadian chadian chilean chinese colombian congolese
+    croatian cuban cypriot czech danish djiboutian dominican dutch ecuadorian
+    egyptian emirati english eritrean estonian ethiopian fijian filipino finnish
+    french gabonese gambian georgian german ghanaian greek guatemalan guinean
+    guyanese haitian honduran hungarian icelandic indian indonesian iranian iraqi
+    irish israeli italian ivorian jamaican japanese jordanian kazakh kenyan korean
+    kosovar kuwaiti kyrgyz laotian latvian lebanese liberian libyan lithuanian
+    macedonian malagasy malawian malaysian maldivian malian maltese mauritanian
+    mauritian mexican moldovan monegasque mongolian montenegrin moroccan
+    mozambican namibian nepalese nepali nicaraguan nigerian nigerien norwegian
+    omani pakistani palestinian panamanian paraguayan peruvian polish portuguese
+    qatari romanian russian rwandan salvadoran samoan saudi scottish senegalese
+    serbian singaporean slovak slovakian slovenian somali spanish
+    sudanese surinamese swedish swiss syrian taiwanese tajik tanzanian thai
+    togolese tongan tunisian turkish turkmen ugandan ukrainian uruguayan uzbek
+    venezuelan vietnamese welsh yemeni zambian zimbabwean
     """.split()
 )

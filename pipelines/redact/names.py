@@ -10,7 +10,10 @@
   ``my name is tracy sukhorukova``, up to the first ordinary word), and known given
   names that are no everyday word, language or product (``john``; not ``julia``,
   ``ada``, ``hugo``), never inside a path, an e-mail or an identifier;
-* possessors of relatives: ``Sumaya's kid``, ``Oyelaran's wife``.
+* possessors of relatives: ``Sumaya's kid``, ``Oyelaran's wife``;
+* roles the syntax gives away: ``ex-Marine X``, the recipient in ``gave x his
+  ...``/``told X her ...``, an artist's period ``(than) early X.`` or ``the late
+  X.`` at the end of a phrase (not ``in early March``, not ``early React builds``).
 
 Also ``relabel_org``: an NER ``ORG`` whose first word is a known given name and
 whose last word is no company suffix is taken as a PERSON ("Megan Payne").
@@ -92,6 +95,44 @@ _KIN_RE = re.compile(
 )
 
 
+#: "ex-Zombie Fukunaga", "ex-Marine Ana Ruiz": a former member or holder of a
+#: role, named right after it.
+_EX_RE = re.compile(r"\bex-" + _CAP + r"[ \t]+(?P<name>" + _NAME + r")")
+#: "gave shamir his keys", "told Ana her flight": the indirect object of a verb
+#: of giving or telling, followed by a possessive, is a person (any case).
+_GIVE_RE = re.compile(
+    r"\b(?i:gave|given|give|gives|giving|told|tell|tells|telling|sent|send|sends|"
+    r"showed|shown|show|shows|offered|offer|offers|handed|hand|hands|lent|lend|"
+    r"owe|owes|owed|emailed|texted|promised|paid|bought|asked|ask|asks)[ \t]+"
+    r"(?P<name>[^\W\d_][^\W\d_'’\-]*[^\W\d_])[ \t]+(?=(?i:his|her)\b)"
+)
+#: Words that are no names in that slot: pronouns, relatives, roles.
+_NOT_RECIPIENTS = frozenset(
+    """him her them us me you it one everyone everybody someone somebody anyone
+    anybody nobody noone each all both either neither others people folks guys
+    mom mum mother dad father brother sister wife husband son daughter kid kids
+    child baby boyfriend girlfriend friend uncle aunt cousin nephew niece grandma
+    grandpa grandmother grandfather customer client patient student teacher
+    doctor nurse boss manager team staff guest driver owner caller buyer seller
+    tenant landlord neighbor neighbour colleague coworker partner lawyer agent bot
+    assistant user users visitor member employee officer clerk pilot passenger
+    mister madam sir""".split()
+)
+#: "than early Kasparian?", "the late Okafor.": an artist's period or a person
+#: who died, as the last word of a phrase; not after a preposition of time
+#: ("in early March", "since late Friday") and not before a noun ("early React
+#: versions").
+_PERIOD_RE = re.compile(
+    r"\b(?i:early|late)[ \t]+(?P<name>" + _CAP + r")(?=[ \t]*(?:[?!.,;:)]|$))",
+    re.M,
+)
+_PREV_WORD = re.compile(r"([A-Za-z]+)[ \t]+$")
+_TIME_PREPOSITIONS = frozenset(
+    """in since until till by from during before after through around of for as
+    at on to into""".split()
+)
+
+
 _TITLES = frozenset("mr mrs ms miss mx dr prof sir madam mister dame".split())
 _POSSESSIVE = re.compile(r"['’]s?$")
 
@@ -166,6 +207,42 @@ def _lower_case_names(text: str) -> list[Detection]:
     return out
 
 
+def _recipient_ok(word: str) -> bool:
+    low = word.lower()
+    return (
+        low not in COMMON_WORDS
+        and low not in _NOT_RECIPIENTS
+        and low not in _CHAT_WORDS
+        and not (word.isupper() and len(word) <= 4)
+    )
+
+
+def _role_cue_names(text: str) -> list[Detection]:
+    """Names the syntax gives away: ``ex-<Role> Name``, the recipient of ``gave
+    X his ...``, an artist's ``early X``; each regex behind a substring test."""
+    out: list[Detection] = []
+    if "ex-" in text:
+        for m in _EX_RE.finditer(text):
+            span = _trim_name(text, m.start("name"), m.end("name"))
+            if span:
+                out.append(Detection(*span, "PERSON", 0.7, "names:ex"))
+    lowered = text.lower()
+    if " his " in lowered or " her " in lowered:
+        for m in _GIVE_RE.finditer(text):
+            if _recipient_ok(m.group("name")):
+                out.append(Detection(*m.span("name"), "PERSON", 0.6, "names:given_to"))
+    if "early " in lowered or "late " in lowered:
+        for m in _PERIOD_RE.finditer(text):
+            name = m.group("name")
+            if name.lower() in COMMON_WORDS or not _is_name_word(name):
+                continue
+            prev = _PREV_WORD.search(text, max(0, m.start() - 20), m.start())
+            if prev is not None and prev.group(1).lower() in _TIME_PREPOSITIONS:
+                continue
+            out.append(Detection(*m.span("name"), "PERSON", 0.6, "names:period"))
+    return out
+
+
 def find_names(text: str) -> list[Detection]:
     """PERSON detections from cues and the given-name lexicon."""
     out: list[Detection] = []
@@ -180,6 +257,7 @@ def find_names(text: str) -> list[Detection]:
             if span:
                 out.append(Detection(*span, "PERSON", score, f"names:{tag}"))
     out.extend(_lower_case_names(text))
+    out.extend(_role_cue_names(text))
     for m in _FIRST_RE.finditer(text):
         first = m.group("first")
         if first.lower() not in FIRST_NAMES:

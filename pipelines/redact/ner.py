@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -159,37 +160,23 @@ class NerRunner:
         self.label_map: dict[str, str] = dict(LABEL_MAP)
 
     def load(self) -> None:
-        """Create the presidio spaCy engine and keep only the NER pipe."""
+        """Create the presidio spaCy engine and keep only the NER pipe.
+
+        The loaded pipeline is shared by every runner of the same model in the
+        process (``_load_shared``): a job's stages (redact, evidence, memory
+        inputs) and a stream's micro-batches would otherwise load it each time.
+        """
         if self.nlp is not None:
             return
-        from presidio_analyzer.nlp_engine import NlpEngineProvider  # noqa: PLC0415
-
-        provider = NlpEngineProvider(
-            nlp_configuration={
-                "nlp_engine_name": "spacy",
-                "models": [{"lang_code": "en", "model_name": self.model_name}],
-                "ner_model_configuration": {
-                    "model_to_presidio_entity_mapping": LABEL_MAP,
-                    "labels_to_ignore": [],
-                    "low_score_entity_names": [],
-                },
-            }
-        )
-        engine = provider.create_engine()
-        nlp = engine.nlp["en"]
-        for name in list(nlp.pipe_names):
-            if name != "ner":
-                nlp.disable_pipe(name)
-        mapping = engine.ner_model_configuration.model_to_presidio_entity_mapping
-        self.label_map = dict(mapping or LABEL_MAP)
-        self.nlp = nlp
+        self.nlp, self.label_map = _load_shared(self.model_name)
 
     @property
     def wanted_labels(self) -> frozenset[str]:
-        """spaCy labels whose mapped type the policy wants (ORG too for PERSON:
-        the engine relabels ORG spans that are really names)."""
+        """spaCy labels whose mapped type the policy wants (ORG too for PERSON
+        and LOCATION: the engine relabels ORG spans that are really names or,
+        after "at <employer> in", towns)."""
         wanted = {k for k, v in self.label_map.items() if v in self.entity_types}
-        if "PERSON" in self.entity_types:
+        if self.entity_types & {"PERSON", "LOCATION"}:
             wanted.add("ORG")
         return frozenset(wanted)
 
@@ -246,3 +233,39 @@ class NerRunner:
             if value.lower() in _COMMON:
                 return None
         return start, end
+
+
+_SHARED: dict[str, tuple[Any, dict[str, str]]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _load_shared(model_name: str) -> tuple[Any, dict[str, str]]:
+    """The slim NER pipeline of ``model_name`` and its label map, loaded once
+    per process (only read after loading, so safe to share)."""
+    with _SHARED_LOCK:
+        if model_name not in _SHARED:
+            _SHARED[model_name] = _load(model_name)
+        return _SHARED[model_name]
+
+
+def _load(model_name: str) -> tuple[Any, dict[str, str]]:
+    from presidio_analyzer.nlp_engine import NlpEngineProvider  # noqa: PLC0415
+
+    provider = NlpEngineProvider(
+        nlp_configuration={
+            "nlp_engine_name": "spacy",
+            "models": [{"lang_code": "en", "model_name": model_name}],
+            "ner_model_configuration": {
+                "model_to_presidio_entity_mapping": LABEL_MAP,
+                "labels_to_ignore": [],
+                "low_score_entity_names": [],
+            },
+        }
+    )
+    engine = provider.create_engine()
+    nlp = engine.nlp["en"]
+    for name in list(nlp.pipe_names):
+        if name != "ner":
+            nlp.disable_pipe(name)
+    mapping = engine.ner_model_configuration.model_to_presidio_entity_mapping
+    return nlp, dict(mapping or LABEL_MAP)

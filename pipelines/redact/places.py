@@ -5,21 +5,24 @@
   code "lives in Utils" too); not ``moved to X`` or ``based in X`` (agents move to
   Postgres, apps are based in React);
 * labels at a line start: ``Where: X``, ``Location: X``, ``Birthplace: X``;
-* ``University of X``, ``State of X``, ``Kingdom of X``: X is the place.
+* ``University of X``, ``State of X``, ``Kingdom of X``: X is the place;
+* ``the <nationality> government`` (or embassy, ministry...): the nationality
+  stands for its country (``lexicon.DEMONYMS``).
 
 X is one to four capitalised words (any script: ``Ústí nad Labem``), joined by the
 small connectors place names use (``de``, ``nad``, ``upon``, ``van``), optionally
 followed by a district number. Identifiers are not places: a CamelCase word, a
 word followed by ``.py``, ``/`` or ``(`` is never taken.
 
-Also ``recipient_name``: the name line right above a postal address.
+Also ``recipient_name``: the name line right above a postal address; and
+``org_place``: an NER ORG right after ``at <employer> in`` is the town.
 """
 
 from __future__ import annotations
 
 import re
 
-from pipelines.redact.lexicon import COMMON_WORDS, ORG_SUFFIXES
+from pipelines.redact.lexicon import COMMON_WORDS, DEMONYMS, ORG_SUFFIXES
 from pipelines.redact.spans import Detection
 
 _CAP = r"[A-Z\u00c0-\u00de][\w'’\-]*[^\W\d_]"
@@ -96,6 +99,22 @@ _OF_HINTS = (
     "Gulf",
 )
 _WORD_RE = re.compile(r"[^\W\d_][\w'’\-]*")
+#: "the sudanese government", "the Peruvian embassy": a nationality adjective
+#: before an organ of its state stands for the country.
+_NATION_RE = re.compile(
+    r"\b(?i:the)[ \t]+(?P<place>[A-Za-z]+)[ \t]+(?=(?i:government|embassy|"
+    r"consulate|ministry|parliament|authorities|regime|administration)\b)"
+)
+_NATION_HINTS = (
+    "government",
+    "embass",
+    "consulate",
+    "ministry",
+    "parliament",
+    "authorities",
+    "regime",
+    "administration",
+)
 
 
 def _place_ok(value: str) -> bool:
@@ -155,7 +174,41 @@ def find_places(text: str) -> list[Detection]:
                 start = m.start("place")
                 end = _place_end(text, start, m.end("place"))
                 out.append(Detection(start, end, "LOCATION", score, f"places:{tag}"))
+    if any(hint in lowered for hint in _NATION_HINTS):
+        for m in _NATION_RE.finditer(text):
+            if m.group("place").lower() in DEMONYMS:
+                out.append(
+                    Detection(*m.span("place"), "LOCATION", 0.6, "places:nation")
+                )
     return out
+
+
+#: What comes before an employer-then-city pair: "at Kpmg in ", "for Acme Ltd,
+#: in ". The employer is one to four capitalised words.
+_AT_ORG_IN = re.compile(
+    r"\b(?:at|for|with|joined)[ \t]+"
+    + _CAP
+    + r"(?:[ \t]+(?:&[ \t]+)?"
+    + _CAP
+    + r"){0,3}"
+    r",?[ \t]+in[ \t]+$"
+)
+
+
+def org_place(text: str, det: Detection) -> Detection | None:
+    """A LOCATION version of an NER ORG that follows ``at <Employer> in`` ("the
+    following year at Kpmg in CHISHOLM": the small model reads an upper-case
+    town as an ORG), else None."""
+    if det.start < 6 or "in" not in text[max(0, det.start - 4) : det.start]:
+        return None
+    if not _AT_ORG_IN.search(text, max(0, det.start - 120), det.start):
+        return None
+    value = text[det.start : det.end]
+    if not _place_ok(value) or value.lower().rstrip(".") in ORG_SUFFIXES:
+        return None
+    if value.split()[-1].lower().rstrip(".,") in ORG_SUFFIXES:
+        return None
+    return Detection(det.start, det.end, "LOCATION", 0.8, "ner:ORG->LOCATION")
 
 
 _LABEL_PREFIX = re.compile(r"^[^\w]*(?:(?P<label>[\w /.\-]{1,40}):)?\s*")

@@ -15,8 +15,10 @@ Two kinds of rule:
   it must pass length, entropy and placeholder checks so ``password=None`` or
   ``token: <redacted>`` are left alone. A keyword followed by a value with no
   ``=``/``:`` (``user master password x``, ``LOGIN PASSWORD x``) also counts when
-  the value looks generated (``_credential_like``). Keys may be misspelt
-  (``pswd``, ``paasword``) or two words (``Secret Key: x``).
+  the value looks generated (``_credential_like``); one mask or foreign word
+  may sit between them (``api-key xxx x``, ``secret 암호화 x``). Keys may be
+  misspelt (``pswd``, ``paasword``) or two words (``Secret Key: x``). Short values
+  need only the entropy their length allows (``entropy_floor``).
 * Keyword-less tokens (``high_entropy``): random-looking base64 of 32-100
   characters, with filters for what agent text is full of (hashes, ids, paths,
   identifiers, encoded text, wrapped certificate lines).
@@ -839,7 +841,7 @@ def acceptable_value(
     if not quoted and (_IDENT_SNAKE.fullmatch(value) or _DOTTED.fullmatch(value)):
         return False
     entropy = shannon_entropy(value)
-    if entropy < min_entropy:
+    if entropy < entropy_floor(len(value), min_entropy):
         return False
     if family == "PASSWORD":
         if not quoted and value.isalpha() and (value.islower() or value.istitle()):
@@ -851,6 +853,20 @@ def acceptable_value(
     if value.isalpha() and (value.islower() or value.istitle()):
         return False
     return _mixed(value) or _hex_only(value) or entropy >= 3.5
+
+
+def entropy_floor(length: int, min_entropy: float) -> float:
+    """The entropy a value of ``length`` characters must reach.
+
+    A string of n characters has at most log2(n) bits per character: 3.17 for 9
+    characters, so a 3.0 floor rejects a 9-character key with a single repeated
+    letter (``GEHEIMN1S``: 2.95) although it is as random as 9 characters get.
+    Short values are held to their own maximum less a quarter bit instead;
+    from 10 characters on the configured floor applies unchanged.
+    """
+    if length < 2:
+        return min_entropy
+    return min(min_entropy, math.log2(length) - 0.25)
 
 
 _QUOTE = r"(?:\\?[\"'`]|&quot;)"
@@ -886,6 +902,26 @@ _LOOSE_RE = re.compile(
     r"(?P<val>[^\s\"'`<>()\[\]{},;]{6,128})(?=[\s)\],;]|$)"
 )
 _KEY_ONLY_RE = re.compile(_KEY)
+#: One word between a keyword and its value (``api-key xxx <value>``, ``secret
+#: 암호화 <value>``); ``_bridge_word`` says which words may sit there.
+_BRIDGE_RE = re.compile(r"[ \t]+(?P<word>[^\s\"'`<>()\[\]{},;]{1,16})(?=[ \t])")
+_BRIDGE_WORDS = frozenset({"value", "here", "is", "was", "example", "sample"})
+_MASK_CHARS = frozenset("xX*.-_#")
+
+
+def _bridge_word(word: str) -> bool:
+    """Whether ``word`` may stand between a keyword and its value: a mask
+    (``xxx``, ``***``), a filler (``value``, ``here``) or a word in another
+    script (a translation of the keyword). The value after it must then look
+    generated on the strict terms (``_credential_like``)."""
+    word = word.rstrip(":=")
+    if not word:
+        return False
+    if set(word) <= _MASK_CHARS or word.lower() in _BRIDGE_WORDS:
+        return True
+    return not any(ch.isascii() for ch in word)
+
+
 _PREV_WORD_RE = re.compile(r"([A-Za-z]{2,20})[ \t]+$")
 #: ``<password>...</password>``, ``<token name="t">...</token>``.
 _XML_RE = re.compile(
@@ -1429,6 +1465,12 @@ def _keyed_values(text: str, lowered: str) -> Iterator[tuple[str, str, int, int,
             continue
         done = km.end()
         lm = _LOOSE_RE.match(text, km.end())
+        bridged = False
+        if lm is None or _bridge_word(lm.group("val")):
+            bm = _BRIDGE_RE.match(text, km.end())
+            if bm is not None and _bridge_word(bm.group("word")):
+                lm = _LOOSE_RE.match(text, bm.end())
+                bridged = True
         if lm is None:
             continue
         key = km.group(0)
@@ -1442,7 +1484,9 @@ def _keyed_values(text: str, lowered: str) -> Iterator[tuple[str, str, int, int,
         if span is None:
             continue
         value = text[span[0] : span[1]]
-        strict = "(" in lm.group("sep") or key.lower() in ("pass", "pw", "pin")
+        strict = (
+            bridged or "(" in lm.group("sep") or key.lower() in ("pass", "pw", "pin")
+        )
         if _credential_like(value, family, strict):
             yield family, key, *span, False
     if "value" in lowered:

@@ -15,11 +15,13 @@ from apache_beam.metrics import Metrics
 from pipelines.config import JobConfig
 from pipelines.ingest.normalize import normalize_session
 from pipelines.ingest.transforms import source_info
+from pipelines.timing import timed
 
 DEAD_LETTER = "dead_letter"
 RECORD_TAGS = ("messages", "artifacts", "tool_observations")
 
 
+@timed("redact")
 class RedactSessionFn(beam.DoFn):
     """Redact one draft session and emit its records by table."""
 

@@ -4,6 +4,16 @@ Counting is done over the staged Parquet shards themselves (not over Beam
 counters), so the check sees exactly what would be committed; the counters per
 stage live in ``pipelines.sink.counts``. A stage whose ``records_in != records_out
 + dead`` means a record vanished: the run fails and nothing is committed.
+
+``commit_run`` appends (nightly, stream); ``pipelines.sink.replace`` replaces a
+scope of history (backfill). Both share ``check_staged`` and ``run_manifest``.
+
+``commit_run`` also runs the retention purge (``warehouse.retention``): a nightly
+first expires history older than the policy's window, and every run's
+transaction also purges memories and artifacts past retention and re-resolves
+supersession, so the run's rows and its purge are one snapshot (a kill at any
+point leaves the previous snapshot or the complete new one); the counts go in
+the manifest's ``retention`` column.
 """
 
 from __future__ import annotations
@@ -16,8 +26,10 @@ from pathlib import Path
 
 from pipelines.config import JobConfig
 from pipelines.sink.counts import STAGE_COUNTERS, StagedCounts
-from schemas import RunManifest
+from pipelines.timing import merge_timings, read_timings
+from schemas import RunManifest, StageCount
 from schemas.arrow import to_table
+from schemas.operations import StageTiming
 from warehouse.catalog import Warehouse
 from warehouse.tables import TABLES
 
@@ -37,17 +49,11 @@ def group_staged(paths: Iterable[str]) -> dict[str, list[str]]:
     return {table: sorted(files) for table, files in grouped.items()}
 
 
-def commit_run(
-    config: JobConfig,
-    staged_paths: Iterable[str],
-    *,
-    started_at: datetime,
-    files_seen: int,
-    files_skipped: int,
-    runner: str,
-) -> RunManifest:
-    """Verify the run's counts and commit shards + manifest as one snapshot."""
-    staged = group_staged(staged_paths)
+def check_staged(staged: dict[str, list[str]]) -> tuple[list[StageCount], int]:
+    """Every stage's conservation counts and the number of landing files staged.
+
+    Raises ``StageImbalanceError`` when any stage lost a record.
+    """
     tally = StagedCounts(staged)
     try:
         counts = [counter(tally) for counter in STAGE_COUNTERS]
@@ -61,7 +67,21 @@ def commit_run(
             for c in broken
         )
         raise StageImbalanceError(f"records lost between stages ({detail})")
-    manifest = RunManifest(
+    return counts, files_new
+
+
+def run_manifest(
+    config: JobConfig,
+    counts: list[StageCount],
+    *,
+    started_at: datetime,
+    files_seen: int,
+    files_new: int,
+    files_skipped: int,
+    runner: str,
+) -> RunManifest:
+    """The ``runs`` row of a run about to commit (finished now)."""
+    return RunManifest(
         run_id=config.run_id,
         job=config.job,
         status="committed",
@@ -75,13 +95,72 @@ def commit_run(
         files_skipped=files_skipped,
         stage_counts=counts,
         config=config.model_dump_json(),
+        stage_timings=read_timings(config.staging_dir),
     )
 
-    def manifest_rows(inserted: dict[str, int]):
-        final = manifest.model_copy(
-            update={"table_rows": json.dumps(inserted, sort_keys=True)}
+
+def manifest_table(manifest: RunManifest, inserted: dict[str, int]):
+    """The manifest as an Arrow row, stating the rows its snapshot added.
+
+    Called inside the commit transaction once the shards are registered, so the
+    ``commit`` timing (since ``finished_at``) covers registering them.
+    """
+    seconds = (datetime.now(UTC) - manifest.finished_at).total_seconds()
+    commit = StageTiming(stage="commit", seconds=seconds, calls=1)
+    final = manifest.model_copy(
+        update={
+            "table_rows": json.dumps(inserted, sort_keys=True),
+            "stage_timings": merge_timings([*manifest.stage_timings, commit]),
+        }
+    )
+    return to_table(RunManifest, [final.row()])
+
+
+def commit_run(
+    config: JobConfig,
+    staged_paths: Iterable[str],
+    *,
+    started_at: datetime,
+    files_seen: int,
+    files_skipped: int,
+    runner: str,
+) -> RunManifest:
+    """Verify the run's counts and commit shards + manifest as one snapshot."""
+    staged = group_staged(staged_paths)
+    counts, files_new = check_staged(staged)
+    manifest = run_manifest(
+        config,
+        counts,
+        started_at=started_at,
+        files_seen=files_seen,
+        files_new=files_new,
+        files_skipped=files_skipped,
+        runner=runner,
+    )
+    from schemas.policy import load_policy
+    from warehouse.retention import (
+        RetentionCounts,
+        expire_history,
+        prepare,
+        purge_in_transaction,
+    )
+
+    policy = load_policy(config.policy_file)
+    now = datetime.now(UTC)
+    history = RetentionCounts()
+    purged: list[RetentionCounts] = [history]
+
+    def purge(wh: Warehouse) -> None:
+        # Runs again when a conflicting commit makes the transaction retry.
+        counts = RetentionCounts(**vars(history))
+        purge_in_transaction(
+            wh, policy, now, config.run_id, config.code_version, counts
         )
-        return to_table(RunManifest, [final.row()])
+        purged.append(counts)
+
+    def manifest_rows(inserted: dict[str, int]):
+        final = manifest.model_copy(update={"retention": purged[-1].to_json()})
+        return manifest_table(final, inserted)
 
     with Warehouse.open(
         config.warehouse,
@@ -89,17 +168,24 @@ def commit_run(
         catalog=config.catalog,
         data_path=config.data_path,
     ) as warehouse:
+        if config.job == "nightly":
+            expire_history(
+                warehouse, policy.history, now, current_run=config.run_id
+            ).add_to(history)
+        prepare(warehouse)
         result = warehouse.commit_staged(
             config.run_id,
             staged,
             {},
             {"job": config.job, "policy_version": config.policy_version},
             manifest=manifest_rows,
+            in_transaction=purge,
         )
     manifest = manifest.model_copy(
         update={
             "snapshot_id": result.snapshot_id,
             "table_rows": json.dumps(result.inserted, sort_keys=True),
+            "retention": purged[-1].to_json(),
         }
     )
     shutil.rmtree(config.staging_dir, ignore_errors=True)

@@ -25,7 +25,8 @@ class StagedCounts:
     def close(self) -> None:
         self._con.close()
 
-    def _value(self, table: str, expression: str, where: str = "") -> int:
+    def value(self, table: str, expression: str, where: str = "") -> int:
+        """One aggregate ``expression`` over the staged rows of ``table``."""
         files: Sequence[str] = self.staged.get(table, [])
         if not files:
             return 0
@@ -39,11 +40,11 @@ class StagedCounts:
 
     def rows(self, table: str, where: str = "") -> int:
         """Staged rows of ``table`` (before de-duplication)."""
-        return self._value(table, "count(*)", where)
+        return self.value(table, "count(*)", where)
 
     def total(self, table: str, column: str, where: str = "") -> int:
         """Sum of ``column`` over the staged rows of ``table``."""
-        return self._value(table, f"sum({column})", where)
+        return self.value(table, f"sum({column})", where)
 
     def dead(self, stage: str) -> int:
         """Dead letters staged by ``stage``."""
@@ -92,8 +93,8 @@ def ledger_count(c: StagedCounts) -> StageCount:
     distinct = "count(DISTINCT session_id)"
     return StageCount(
         stage="ledger",
-        records_in=c._value("sessions", distinct),
-        records_out=c._value("compression_ledger", distinct, "scope = 'session'"),
+        records_in=c.value("sessions", distinct),
+        records_out=c.value("compression_ledger", distinct, "scope = 'session'"),
         dead=c.dead("ledger"),
     )
 
@@ -148,7 +149,7 @@ def evidence_artifacts_count(c: StagedCounts) -> StageCount:
     version or an ``evidence_artifacts`` dead letter."""
     return StageCount(
         stage="evidence_artifacts",
-        records_in=c._value("artifacts", "count(DISTINCT artifact_id)"),
+        records_in=c.value("artifacts", "count(DISTINCT artifact_id)"),
         records_out=c.rows("documents", "kind = 'tool_artifact'"),
         dead=c.dead("evidence_artifacts"),
     )

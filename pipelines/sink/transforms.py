@@ -44,17 +44,24 @@ class WriteTables(beam.PTransform):
 
 
 class CommitRunFn(beam.DoFn):
-    """Run the commit step once, over the full list of staged shards."""
+    """Run the commit step once, over the full list of staged shards.
 
-    def __init__(self, config, started_at, files_seen, files_skipped, runner):
+    ``commit`` is ``commit_run`` (append) unless a job brings its own, such as the
+    backfill's replacing commit (a picklable callable with the same signature).
+    """
+
+    def __init__(
+        self, config, started_at, files_seen, files_skipped, runner, commit=None
+    ):
         self.config = config
         self.started_at = started_at
         self.files_seen = files_seen
         self.files_skipped = files_skipped
         self.runner = runner
+        self.commit = commit or commit_run
 
     def process(self, paths):
-        yield commit_run(
+        yield self.commit(
             self.config,
             paths,
             started_at=self.started_at,
@@ -74,9 +81,12 @@ class CommitSnapshot(beam.PTransform):
         files_seen: int,
         files_skipped: int,
         runner: str,
+        commit=None,
     ):
         super().__init__()
-        self.fn = CommitRunFn(config, started_at, files_seen, files_skipped, runner)
+        self.fn = CommitRunFn(
+            config, started_at, files_seen, files_skipped, runner, commit
+        )
 
     def expand(self, paths):
         return (

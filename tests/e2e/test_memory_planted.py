@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_memory_api import leaks
+from test_memory_serving import replica_texts
 
 from jobs.nightly import run_nightly
 from schemas.memory import ConsentRecord
@@ -198,6 +199,8 @@ def test_withdrawal_stops_serving_then_the_nightly_purges(planted):
     # the memory is gone from the memories table's files, history included (the
     # transcript itself stays: withdrawal erases memories, not messages)
     assert leaks(warehouse / "lake" / "main" / "memories", [OTHERS["sam"][0]]) == []
+    # ... and from the lookup replica the nightly refreshed after the purge
+    assert replica_texts(warehouse, [OTHERS["sam"][0]]) == []
     assert nightly.memory_maintenance.history.snapshots_expired
 
 
@@ -213,6 +216,8 @@ def test_forget_leaves_no_byte_of_the_subjects_memories(planted):
         snapshots_before = [s[0] for s in wh.snapshots()]
     assert len(priya) >= 3 and lee
     assert leaks(warehouse, priya)  # the check would see them
+    # the nightly built the lookup replica: the texts are in it, byte-readable
+    assert {t for _, t in replica_texts(warehouse, priya)} == set(priya)
     done = subprocess.run(
         [sys.executable, "-m", "jobs.cli", "forget", "--warehouse", str(warehouse),
          "--tenant", "acme", "--subject", "priya"],
@@ -221,6 +226,7 @@ def test_forget_leaves_no_byte_of_the_subjects_memories(planted):
     assert done.returncode == 0, done.stderr
     assert "erased" in done.stdout and "priya" not in done.stdout
     assert leaks(warehouse, priya) == []
+    assert replica_texts(warehouse, priya) == []  # rebuilt without them
     assert leaks(warehouse, ["pay-shard-7", "employee number 4417"]) == []
     assert {t for _, t in leaks(warehouse, lee)} == set(lee)  # others untouched
     with Warehouse.open(warehouse) as wh:

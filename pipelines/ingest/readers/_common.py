@@ -186,6 +186,17 @@ def check(value: Any, kind: type | tuple[type, ...], where: str):
     return value
 
 
+def unexpected_record(value: Any, missing: str = "messages") -> RecordError:
+    """The error for a record of no known shape: an object without the field
+    that would make it one (``missing``), or not an object or array at all."""
+    if isinstance(value, dict):
+        return RecordError(reasons.MISSING_FIELD, f"missing field {missing}")
+    return RecordError(
+        reasons.WRONG_TYPE,
+        f"record: expected object or array, got {json_type(value)}",
+    )
+
+
 def args_text(value: Any) -> str:
     """Tool-call arguments as found: raw JSON text kept, objects dumped sorted."""
     if value is None:

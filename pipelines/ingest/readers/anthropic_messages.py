@@ -46,6 +46,7 @@ from pipelines.ingest.readers._common import (
     need,
     per_record,
     placeholder,
+    unexpected_record,
 )
 from pipelines.ingest.readers.openai_chat import chat_marks, is_messages
 from pipelines.ingest.sources import JsonRecord
@@ -358,13 +359,8 @@ def convert_record(record: JsonRecord) -> list[Parsed]:
             stop_reason=first_str(value.get("stop_reason")),
         )
         external_id = first_str(value.get("id"))
-    elif isinstance(value, dict):
-        raise RecordError(reasons.MISSING_FIELD, "missing field messages")
     else:
-        raise RecordError(
-            reasons.WRONG_TYPE,
-            f"record: expected object or array, got {json_type(value)}",
-        )
+        raise unexpected_record(value)
     return builder.finish(
         offset=base, external_id=external_id, metadata=metadata, raw=record.raw
     )

@@ -42,6 +42,7 @@ from pipelines.ingest.readers._common import (
     parse_time,
     per_record,
     placeholder,
+    unexpected_record,
 )
 from pipelines.ingest.sources import JsonRecord
 
@@ -346,13 +347,8 @@ def convert_record(record: JsonRecord) -> list[Parsed]:
         )
         metadata = meta(model=first_str(value.get("model")))
         external_id = first_str(value.get("id"))
-    elif isinstance(value, dict):
-        raise RecordError(reasons.MISSING_FIELD, "missing field messages")
     else:
-        raise RecordError(
-            reasons.WRONG_TYPE,
-            f"record: expected object or array, got {json_type(value)}",
-        )
+        raise unexpected_record(value)
     return builder.finish(
         offset=base,
         external_id=external_id,

@@ -35,7 +35,6 @@ from typing import Any
 from pipelines.ingest import reasons
 from pipelines.ingest.drafts import Parsed, SourceFile, as_text
 from pipelines.ingest.readers._common import (
-    RecordError,
     SessionBuilder,
     args_text,
     first_str,
@@ -44,6 +43,7 @@ from pipelines.ingest.readers._common import (
     need,
     parse_time,
     per_record,
+    unexpected_record,
 )
 from pipelines.ingest.sources import JsonRecord
 
@@ -293,10 +293,7 @@ def convert_record(record: JsonRecord) -> list[Parsed]:
     elif isinstance(value, dict):
         events, outer = need(value, "history", list, ""), value
     else:
-        raise RecordError(
-            reasons.WRONG_TYPE,
-            f"record: expected object or array, got {json_type(value)}",
-        )
+        raise unexpected_record(value)
     builder = SessionBuilder(FORMAT)
     stream = _Stream(builder)
     for i, event in enumerate(events):

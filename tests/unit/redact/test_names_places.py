@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.redact.names import find_names
-from pipelines.redact.places import find_places, recipient_name
+from pipelines.redact.places import find_places, org_place, recipient_name
 from pipelines.redact.spans import Detection
 
 
@@ -25,6 +25,16 @@ def _values(text: str, dets: list[Detection]) -> list[tuple[str, str]]:
         ("john had given the keys to the agent", "john"),
         ("It was a done thing between him and Zumaya's kid.", "Zumaya"),
         ("Ask Oyelaran's wife", "Oyelaran"),
+        # a former member or holder of a role, named right after it
+        ("The song by ex-Marine Okonkwo is great", "Okonkwo"),
+        # the recipient of a verb of giving or telling, before his/her
+        ("john had given tomasz his address", "tomasz"),
+        ("I told Zuleika her flight moved", "Zuleika"),
+        # an artist's period, a person who died
+        ("Nothing beats early Kasparian.", "Kasparian"),
+        ("a tribute to the late Abernathy.", "Abernathy"),
+        # given names written in lower case
+        ("ping layla when the deploy is done", "layla"),
     ],
 )
 def test_person_cues(text: str, value: str) -> None:
@@ -45,6 +55,7 @@ def test_person_cues(text: str, value: str) -> None:
         "see john.doe@example.com",
         "julia and ada are languages; hugo builds sites",
         "THE USER JOHN IS SHOUTING",
+        "dolores eos qui ratione voluptatem",
     ],
 )
 def test_person_cue_negatives(text: str) -> None:
@@ -58,6 +69,26 @@ def test_person_cue_negatives(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "I gave him his keys and told them their seats.",
+        "Please send the user his receipt.",
+        "We sent mom her card; the bot gave customer her refund.",
+        "Told everyone his plan.",
+        "The fix landed in early March.",
+        "It was fixed in early React.",
+        "early Windows builds crashed",
+        "Since late Friday, nothing.",
+        "an ex-Google engineer joined",
+    ],
+)
+def test_role_cue_negatives(text: str) -> None:
+    cues = ("names:ex", "names:given_to", "names:period")
+    found = [text[d.start : d.end] for d in find_names(text) if d.recognizer in cues]
+    assert found == []
+
+
+@pytest.mark.parametrize(
     ("text", "value"),
     [
         ("Dr. Vesely grew up in Ústí nad Labem 2.", "Ústí nad Labem 2"),
@@ -68,6 +99,8 @@ def test_person_cue_negatives(text: str) -> None:
         ("When: 1998-06-28\nWhere: Kouklia Country Club.", "Kouklia Country Club"),
         ("studying at the University of Zafferana Etnea.", "Zafferana Etnea"),
         ("his hometown is Villa de Leyva", "Villa de Leyva"),
+        ("On Monday the sudanese government said no.", "sudanese"),
+        ("The Peruvian embassy opened late.", "Peruvian"),
     ],
 )
 def test_place_cues(text: str, value: str) -> None:
@@ -86,6 +119,8 @@ def test_place_cues(text: str, value: str) -> None:
         "City: None",
         "the helper lives in Settings.py",
         "we travel to GetUserToken next",
+        "the federal government and the new administration",
+        "the Python government-data package",
     ],
 )
 def test_place_cue_negatives(text: str) -> None:
@@ -134,3 +169,25 @@ def test_engine_redacts_repeated_password(redactor) -> None:
     assert pw not in out.text
     placeholders = {out.text[f.start : f.end] for f in out.findings}
     assert len(placeholders) == 1  # one value, one pseudonym
+
+
+@pytest.mark.parametrize(
+    ("text", "org", "place"),
+    [
+        ("a year at Halvorsen in WOLLONGBAR, which", "WOLLONGBAR", True),
+        ("she worked for Brightwell Foods in Tarragundi.", "Tarragundi", True),
+        ("a year at Halvorsen in Brightwell Ltd, which", "Brightwell Ltd", False),
+        ("the fix landed in Brightwell yesterday", "Brightwell", False),
+        ("a year at Halvorsen near Tarragundi", "Tarragundi", False),
+    ],
+)
+def test_org_after_at_employer_in_is_a_place(text: str, org: str, place: bool) -> None:
+    start = text.index(org)
+    det = Detection(start, start + len(org), "ORGANIZATION", 0.85, "ner:ORG")
+    relabelled = org_place(text, det)
+    if place:
+        assert relabelled is not None
+        assert relabelled.entity_type == "LOCATION"
+        assert (relabelled.start, relabelled.end) == (det.start, det.end)
+    else:
+        assert relabelled is None

@@ -25,7 +25,8 @@ def test_defaults_and_shape() -> None:
     p = load_policy(None)
     assert p.pseudonym_hex_length == 8
     assert p.limits.max_record_bytes == 8 * 1024 * 1024
-    assert p.retention == {}
+    assert p.retention.artifacts_days is None  # artifacts kept forever
+    assert p.history.keep_snapshots_days == 30
     for off in ("DATE_TIME", "URL", "NRP", "ORGANIZATION"):
         assert p.rule(off) is None
     assert p.rule("PHONE_NUMBER").score_threshold <= 0.4
@@ -64,11 +65,23 @@ def test_strict_and_frozen() -> None:
         p.name = "other"  # type: ignore[misc]
 
 
-def test_retention_and_limits_sections() -> None:
+def test_retention_history_and_limits_sections() -> None:
     p = Policy.model_validate(
-        {"retention": {"user_stated": 365}, "limits": {"max_record_bytes": 1024}}
+        {
+            "retention": {"artifacts_days": 90},
+            "history": {"keep_snapshots_days": 7, "orphan_grace_hours": 1},
+            "limits": {"max_record_bytes": 1024},
+        }
     )
-    assert p.retention["user_stated"] == 365
+    assert p.retention.artifacts_days == 90
+    assert p.history.keep_snapshots_days == 7
     assert p.limits.max_record_bytes == 1024
-    with pytest.raises(ValidationError):
-        Policy.model_validate({"retention": {"x": -1}})
+    assert Policy.model_validate({"history": {"keep_snapshots_days": None}})
+    for bad in (
+        {"retention": {"artifacts_days": -1}},
+        {"retention": {"artifact_days": 9}},  # a typo is an error, not a no-op
+        {"history": {"keep_snapshots_days": -1}},
+    ):
+        with pytest.raises(ValidationError):
+            Policy.model_validate(bad)
+    assert p.policy_version != Policy().policy_version

@@ -13,6 +13,7 @@ from pipelines.redact.secrets import (
     SecretConfig,
     SecretDetector,
     classify_key,
+    entropy_floor,
     find_secrets,
     has_sequence,
     high_entropy_tokens,
@@ -29,6 +30,8 @@ GL_REGISTRATION = "GR1348941" + "jG6xeSsmN8DFVKoyBYu2"
 GL_SESSION = "8d2a78c0" * 4
 WHSEC = "whsec_" + "IsQVcHgjVWTB" + "wlClIsICTD0mpDr4gJ4m"
 GHS_DATED = "ghs_20260523_" + "eyJhbGciOiJSUzI1NiJ9" + ".eyJpYXQiOjE3fQ.c2ln"
+TOKEN_B = "Qm7vT" + "2pLx9" + "Rk4Wz"
+SHORT_KEY = "BLAU" + "MEER7"  # 9 characters, one letter twice: 2.95 bits/char
 DER_KEY = "MIIBOgIBAAJBAJtFfagSXdo0" + "JmX6EdwWGvFMaXeOFY5xOTs3PWsn" + "hRFakQFbAuI"
 
 
@@ -110,6 +113,13 @@ def _found(text: str) -> list[tuple[str, str]]:
         (f"<data>\n    {DER_KEY}\n</data>", "PRIVATE_KEY", DER_KEY),
         # keyword-less random-looking tokens
         (f"mimi={B64_40}", "SECRET", B64_40),
+        # a mask or a word of another script between keyword and value
+        (f"ANY-api-key xxx {TOKEN_B}", "SECRET", TOKEN_B),
+        (f"access token *** {TOKEN_B}", "SECRET", TOKEN_B),
+        (f"secret 암호화 {TOKEN_B}", "SECRET", TOKEN_B),
+        # a short value as random as its length allows
+        (f'if SECRET := getenv("XQZ", "{SHORT_KEY}"):', "SECRET", SHORT_KEY),
+        (f'api_token = "{SHORT_KEY}"', "SECRET", SHORT_KEY),
     ],
 )
 def test_new_true_positives(text: str, etype: str, value: str) -> None:
@@ -152,6 +162,13 @@ def test_new_true_positives(text: str, etype: str, value: str) -> None:
         "MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
         "RTESMBAGA1UEChMJQmFsdGltb3JlMRMwEQYDVQQLEwpDeWJlclRydXN0MSIwIAYD",
         "api_key = os.getenv('OPENAI_API_KEY')",
+        # bridge words with nothing generated after them
+        "the api key xxx later on",
+        "the token here is fine",
+        "secret 암호화 abcdefgh",
+        "token xxx 1.2.3-rc1",
+        "the secret value is Mainframe",
+        'api_token = "AAAAaaa1"',
     ],
 )
 def test_new_true_negatives(text: str) -> None:
@@ -190,6 +207,12 @@ def test_high_entropy_switch_can_be_disabled() -> None:
 )
 def test_classify_key_spellings(key: str, family: str | None) -> None:
     assert classify_key(key) == family
+
+
+def test_entropy_floor_is_the_configured_one_from_ten_characters() -> None:
+    assert entropy_floor(9, 3.0) < 3.0 < entropy_floor(10, 3.5)
+    assert entropy_floor(10, 3.0) == entropy_floor(64, 3.0) == 3.0
+    assert entropy_floor(1, 3.0) == 3.0
 
 
 def test_helpers() -> None:

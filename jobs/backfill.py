@@ -1,0 +1,308 @@
+"""The backfill job: re-derive history under a new policy, commit what changed.
+
+The warehouse keeps only redacted data, so a backfill reads the raw landing
+files again (found by content hash under the landing folders their runs
+recorded, or ``--landing``) and runs the same stage graph as the nightly job
+under the new policy. Its commit step (``pipelines.sink.replace``) swaps the
+in-scope rows for the re-derived ones where they differ, in one snapshot, and
+stores a diff against the snapshot it started from in ``backfill_diffs``.
+
+Scope: landing files first processed on or after ``since`` (all when unset), of
+``tenant`` (all when unset), closed over sessions: a session spread over several
+files (Claude Code) is re-derived from all of them, or it would lose the
+messages of the files left out. Files that can no longer be found stop the job
+unless ``skip_missing``; then every session they fed keeps its current rows.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+
+from jobs.nightly import _runner_name, load_run, record_failed_run, run_id_for
+from jobs.version import code_version
+from pipelines.config import JobConfig
+from pipelines.ingest.landing import LandingItem, discover, sha256_file
+from schemas.backfill import BackfillChange
+from warehouse.catalog import Warehouse, WarehouseError
+
+Progress = Callable[[str], None]
+
+
+class MissingLandingFilesError(WarehouseError):
+    """Raw files the backfill needs are gone (see ``skip_missing``)."""
+
+
+@dataclass
+class StoredFile:
+    """A landing file a committed run processed, as the warehouse recorded it."""
+
+    file_hash: str
+    path: str
+    tenant_id: str
+    first_seen: datetime
+    landings: tuple[str, ...]
+
+
+@dataclass
+class BackfillPlan:
+    """What a backfill will re-derive (see the module docstring)."""
+
+    base_snapshot: int
+    items: list[LandingItem] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    skipped_sessions: int = 0
+
+
+@dataclass
+class BackfillResult:
+    """What a backfill did; ``changes`` is empty when nothing differed."""
+
+    plan: BackfillPlan
+    run_id: str | None = None
+    snapshot_id: int | None = None
+    policy_version: str = ""
+    changes: list[BackfillChange] = field(default_factory=list)
+
+
+def stored_files(wh: Warehouse) -> list[StoredFile]:
+    """Every processed landing file with the landing roots its runs recorded."""
+    rows = wh.query(
+        "SELECT lf.file_hash, lf.path, lf.tenant_id, r.started_at, r.config "
+        "FROM landing_files lf JOIN runs r USING (run_id) "
+        "WHERE lf.status = 'processed' AND r.status = 'committed' "
+        "ORDER BY r.started_at"
+    ).fetchall()
+    files: dict[str, StoredFile] = {}
+    for file_hash, path, tenant, started, config in rows:
+        landing = json.loads(config or "{}").get("landing")
+        found = files.get(file_hash)
+        if found is None:
+            found = files[file_hash] = StoredFile(file_hash, path, tenant, started, ())
+        if landing and landing not in found.landings:
+            found.landings = (*found.landings, landing)
+    return list(files.values())
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def session_graph(wh: Warehouse) -> list[tuple[str, str, str]]:
+    """``(session_id, tenant_id, source path)`` for every message's source file."""
+    return wh.query(
+        "SELECT DISTINCT session_id, tenant_id, "
+        "regexp_replace(source_ref, '#[^#]*$', '') FROM messages"
+    ).fetchall()
+
+
+def close_over_sessions(
+    seeds: set[tuple[str, str]], edges: Sequence[tuple[str, str, str]]
+) -> tuple[set[tuple[str, str]], set[str]]:
+    """Files ``(tenant, path)`` and sessions connected to ``seeds`` (pure).
+
+    A session and every file it has messages from belong together: re-deriving
+    one without the others would drop or duplicate messages.
+    """
+    by_file: dict[tuple[str, str], set[str]] = {}
+    by_session: dict[str, set[tuple[str, str]]] = {}
+    for session, tenant, path in edges:
+        by_file.setdefault((tenant, path), set()).add(session)
+        by_session.setdefault(session, set()).add((tenant, path))
+    files, sessions = set(), set()
+    todo = list(seeds)
+    while todo:
+        node = todo.pop()
+        if node in files:
+            continue
+        files.add(node)
+        for session in by_file.get(node, ()):
+            if session not in sessions:
+                sessions.add(session)
+                todo.extend(by_session[session] - files)
+    return files, sessions
+
+
+def locate(stored: StoredFile, landings: Sequence[str]) -> LandingItem | None:
+    """The file with ``stored``'s content under one of ``landings`` (by its
+    recorded relative path first, then by scanning for the hash)."""
+    for root in landings:
+        candidate = Path(root) / stored.path
+        if candidate.is_file() and sha256_file(candidate) == stored.file_hash:
+            return _item(candidate, stored)
+    for root in landings:
+        if not Path(root).is_dir():
+            continue
+        for item in discover(root, stored.tenant_id).items:
+            if item.file_hash == stored.file_hash:
+                return item
+    return None
+
+
+def _item(path: Path, stored: StoredFile) -> LandingItem:
+    return LandingItem(
+        path=str(path.resolve()),
+        rel_path=stored.path,
+        file_hash=stored.file_hash,
+        size_bytes=path.stat().st_size,
+        tenant_id=stored.tenant_id,
+    )
+
+
+def plan_backfill(
+    wh: Warehouse,
+    *,
+    since: date | datetime | None = None,
+    tenant: str | None = None,
+    landing: str | Path | None = None,
+    skip_missing: bool = False,
+) -> BackfillPlan:
+    """Choose the files and sessions a backfill re-derives (module docstring)."""
+    plan = BackfillPlan(base_snapshot=wh.current_snapshot())
+    files = [f for f in stored_files(wh) if tenant is None or f.tenant_id == tenant]
+    if since is not None:
+        if not isinstance(since, datetime):
+            since = datetime.combine(since, time.min, tzinfo=UTC)
+        start = _as_utc(since)
+        seeds = {(f.tenant_id, f.path) for f in files if _as_utc(f.first_seen) >= start}
+    else:
+        seeds = {(f.tenant_id, f.path) for f in files}
+    edges = session_graph(wh)
+    in_scope, sessions = close_over_sessions(seeds, edges)
+    chosen = [f for f in files if (f.tenant_id, f.path) in in_scope]
+    located: dict[str, LandingItem] = {}
+    missing: list[StoredFile] = []
+    for stored in chosen:
+        roots = [str(landing)] if landing else list(stored.landings)
+        item = locate(stored, roots)
+        if item is None:
+            missing.append(stored)
+        else:
+            located[stored.file_hash] = item
+    if missing and not skip_missing:
+        names = ", ".join(sorted(m.path for m in missing)[:5])
+        raise MissingLandingFilesError(
+            f"{len(missing)} landing file(s) to re-derive are gone or changed "
+            f"({names}{', ...' if len(missing) > 5 else ''}); pass --landing DIR "
+            "where they are, or --skip-missing to keep their sessions as they are"
+        )
+    if missing:
+        lost, lost_sessions = close_over_sessions(
+            {(m.tenant_id, m.path) for m in missing}, edges
+        )
+        plan.skipped_sessions = len(lost_sessions & sessions)
+        sessions -= lost_sessions
+        chosen = [f for f in chosen if (f.tenant_id, f.path) not in lost]
+        plan.missing = sorted(m.path for m in missing)
+    plan.items = [located[f.file_hash] for f in chosen if f.file_hash in located]
+    plan.sessions = sorted(sessions)
+    return plan
+
+
+def run_backfill(
+    warehouse: str | Path,
+    *,
+    policy_file: str | Path,
+    since: date | datetime | None = None,
+    tenant: str | None = None,
+    landing: str | Path | None = None,
+    skip_missing: bool = False,
+    key_file: str | Path | None = None,
+    catalog: str | None = None,
+    data_path: str | None = None,
+    beam_args: Sequence[str] = (),
+    progress: Progress = lambda _msg: None,
+    now: datetime | None = None,
+) -> BackfillResult:
+    """Re-derive the chosen history under ``policy_file``; one snapshot if
+    anything differs (module docstring)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.graph import build_batch_graph
+    from pipelines.redact.keys import load_key
+    from pipelines.sink.replace import BackfillScope, ReplacingCommit
+    from schemas.policy import load_policy
+
+    started_at = datetime.now(UTC)
+    policy = load_policy(policy_file)
+    warehouse = Path(warehouse).resolve()
+    progress("planning the backfill")
+    with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
+        wh.ensure_tables()
+        plan = plan_backfill(
+            wh, since=since, tenant=tenant, landing=landing, skip_missing=skip_missing
+        )
+    result = BackfillResult(plan=plan, policy_version=policy.policy_version)
+    if not plan.items:
+        progress("nothing to backfill")
+        return result
+    hashes = sorted(i.file_hash for i in plan.items)
+    config = JobConfig(
+        job="backfill",
+        run_id=run_id_for(
+            "backfill", policy.policy_version, [*hashes, f"base:{plan.base_snapshot}"]
+        ),
+        landing=str(Path(landing).resolve()) if landing else "",
+        warehouse=str(warehouse),
+        catalog=catalog,
+        data_path=data_path,
+        policy_file=str(policy_file),
+        policy_version=policy.policy_version,
+        code_version=code_version(),
+        max_record_bytes=policy.limits.max_record_bytes,
+        key_file=str(key_file) if key_file else None,
+    )
+    result.run_id = config.run_id
+    shutil.rmtree(config.staging_dir, ignore_errors=True)
+    key = load_key(Path(key_file) if key_file else None)
+    runner = _runner_name(beam_args)
+    progress(
+        f"run {config.run_id}: re-deriving {len(plan.items)} file(s), "
+        f"{len(plan.sessions)} session(s) on {runner}"
+    )
+    scope = BackfillScope(
+        sessions=tuple(plan.sessions),
+        base_snapshot=plan.base_snapshot,
+        memory_settings=policy.memory,
+        now=now or datetime.now(UTC),
+    )
+    try:
+        with beam.Pipeline(options=PipelineOptions(list(beam_args))) as pipeline:
+            build_batch_graph(
+                pipeline,
+                plan.items,
+                config,
+                policy,
+                key,
+                started_at=started_at,
+                files_seen=len(plan.items),
+                files_skipped=0,
+                runner=runner,
+                commit=ReplacingCommit(scope),
+            )
+    except Exception as exc:
+        record_failed_run(config, started_at, runner, len(plan.items), exc)
+        raise
+    with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
+        manifest = load_run(wh, config.run_id)
+        if manifest is not None:
+            result.snapshot_id = manifest.snapshot_id
+            result.changes = load_changes(wh, config.run_id)
+    return result
+
+
+def load_changes(wh: Warehouse, run_id: str) -> list[BackfillChange]:
+    """A backfill run's stored diff rows."""
+    table = wh.query(
+        "SELECT * FROM backfill_diffs WHERE run_id = ? ORDER BY section, item",
+        [run_id],
+    ).arrow()
+    if hasattr(table, "read_all"):
+        table = table.read_all()
+    return [BackfillChange.model_validate(r) for r in table.to_pylist()]

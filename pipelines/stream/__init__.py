@@ -1,0 +1,1 @@
+"""The stream job's pure parts: pluggable landing sources and fixed windows."""

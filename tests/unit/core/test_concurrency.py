@@ -1,0 +1,219 @@
+"""Concurrent commits to one DuckLake catalog: retry on conflict, land rows once.
+
+The race is made deterministic on a local catalog: two cursors of one DuckDB
+connection are two DuckLake transactions, and the second writer's whole commit
+runs *inside* the first writer's open transaction (from its manifest callback),
+so the first one always loses the race.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from schemas import LandingFile, RunManifest, Session
+from schemas.arrow import to_table
+from warehouse import Warehouse
+from warehouse.catalog import COMMIT_LOCK_TABLE, LAKE_ALIAS
+from warehouse.concurrency import backoff_delays, is_conflict, retry_on_conflict
+from warehouse.tables import TABLES
+
+
+def _conflict() -> duckdb.TransactionException:
+    return duckdb.TransactionException(
+        "TransactionContext Error: Failed to commit: Failed to commit DuckLake "
+        "transaction.\nTransaction conflict - attempting to delete from file"
+    )
+
+
+def test_retry_runs_the_operation_again_after_a_conflict():
+    calls, waits, retried = [], [], []
+
+    def operation():
+        calls.append(1)
+        if len(calls) < 3:
+            raise _conflict()
+        return "done"
+
+    result = retry_on_conflict(
+        operation,
+        sleep=waits.append,
+        rng=lambda: 1.0,
+        on_retry=lambda n, exc: retried.append(n),
+    )
+    assert result == "done"
+    assert len(calls) == 3
+    assert retried == [1, 2]
+    assert waits == [0.05, 0.1]
+
+
+def test_other_errors_are_not_retried():
+    calls = []
+
+    def operation():
+        calls.append(1)
+        raise duckdb.CatalogException("Table with name nope does not exist!")
+
+    with pytest.raises(duckdb.CatalogException):
+        retry_on_conflict(operation, sleep=lambda _s: None)
+    assert len(calls) == 1
+
+
+def test_a_conflict_that_outlives_the_attempts_propagates():
+    calls = []
+
+    def operation():
+        calls.append(1)
+        raise _conflict()
+
+    with pytest.raises(duckdb.TransactionException):
+        retry_on_conflict(operation, attempts=4, sleep=lambda _s: None)
+    assert len(calls) == 4
+
+
+def test_conflict_classification():
+    assert is_conflict(_conflict())
+    init_race = duckdb.Error(
+        'Failed to initialize DuckLake:Failed to execute query "CREATE TABLE ...": '
+        'ERROR:  relation "ducklake_metadata" already exists'
+    )
+    assert is_conflict(init_race)
+    assert not is_conflict(duckdb.CatalogException('Table "x" already exists'))
+    assert not is_conflict(RuntimeError("Transaction conflict"))  # not a DuckDB error
+
+
+def test_backoff_is_bounded_and_grows():
+    delays = backoff_delays(12, base=0.05, cap=2.0, rng=lambda: 1.0)
+    assert len(delays) == 11
+    assert delays == sorted(delays)
+    assert max(delays) == 2.0
+    assert all(d >= 0 for d in backoff_delays(12))
+
+
+def _sessions(tmp_path, name: str, ids: range) -> str:
+    path = tmp_path / "staging" / name / "sessions" / "part-0.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [
+        Session(
+            session_id=f"ses_{i}",
+            tenant_id="t",
+            source_format="canonical",
+            source_file=f"{name}.jsonl",
+            source_hash=name,
+            run_id=name,
+        ).row()
+        for i in ids
+    ]
+    pq.write_table(to_table(Session, rows), path)
+    return str(path)
+
+
+def _landing(file_hash: str) -> dict:
+    return LandingFile(
+        file_hash=file_hash,
+        path=f"{file_hash}.jsonl",
+        tenant_id="t",
+        size_bytes=1,
+        status="processed",
+        run_id=file_hash,
+    ).row()
+
+
+def _second_writer(first: Warehouse) -> Warehouse:
+    """Another transaction on the same lake (a cursor of the same connection)."""
+    other = Warehouse(first.root)
+    cursor = first.connection().cursor()
+    cursor.execute(f"USE {LAKE_ALIAS}")
+    other._con = cursor
+    return other
+
+
+def test_overlapping_commits_land_each_key_once_and_keep_both_snapshots(tmp_path):
+    # Writer A stages sessions 0-9, writer B sessions 5-14: 5 shared keys.
+    a_shard = _sessions(tmp_path, "a", range(0, 10))
+    b_shard = _sessions(tmp_path, "b", range(5, 15))
+    with Warehouse.open(tmp_path / "wh", create=True) as wh_a:
+        wh_b = _second_writer(wh_a)
+        attempts = []
+
+        def manifest_a(inserted):
+            attempts.append(dict(inserted))
+            if len(attempts) == 1:
+                # B commits while A's transaction is open: A must lose and retry.
+                wh_b.commit_staged(
+                    "run-b",
+                    {"sessions": [b_shard]},
+                    {"landing_files": to_table(LandingFile, [_landing("b")])},
+                    {},
+                )
+            return to_table(RunManifest, [])  # no runs row: not under test
+
+        result = wh_a.commit_staged(
+            "run-a",
+            {"sessions": [a_shard]},
+            {"landing_files": to_table(LandingFile, [_landing("a")])},
+            {},
+            manifest=manifest_a,
+        )
+        assert len(attempts) == 2, "the losing writer ran its transaction again"
+        assert attempts[0]["sessions"] == 10
+        assert result.inserted["sessions"] == 5  # the other 5 were B's, now seen
+        sessions = wh_a.query(
+            "SELECT count(*), count(DISTINCT session_id) FROM sessions"
+        ).fetchone()
+        assert sessions == (15, 15)
+        assert wh_a.processed_hashes() == {"a", "b"}
+        messages = [s[2] for s in wh_a.snapshots()]
+        assert messages.count("run run-a") == 1
+        assert messages.count("run run-b") == 1
+        assert result.snapshot_id == wh_a.current_snapshot()
+        lock = wh_a.query(f"SELECT commits FROM {COMMIT_LOCK_TABLE}").fetchall()
+        assert lock == [(2,)]
+        wh_b._con.close()
+
+
+def test_plain_appends_without_the_lock_would_duplicate(tmp_path):
+    """Why the lock exists: DuckLake re-commits two overlapping appends both."""
+    shard = _sessions(tmp_path, "a", range(0, 3))
+    with Warehouse.open(tmp_path / "wh", create=True) as wh:
+        a = wh.connection().cursor()
+        b = wh.connection().cursor()
+        for con in (a, b):
+            con.execute(f"USE {LAKE_ALIAS}")
+            con.execute("BEGIN TRANSACTION")
+        for con in (a, b):
+            con.execute(
+                "INSERT INTO sessions SELECT * FROM read_parquet(?) fresh "
+                "ANTI JOIN sessions USING (session_id)",
+                [shard],
+            )
+        a.execute("COMMIT")
+        b.execute("COMMIT")  # no conflict: both appends commit
+        assert wh.query("SELECT count(*) FROM sessions").fetchone()[0] == 6
+
+
+def test_concurrent_first_opens_create_the_tables_once(tmp_path):
+    """Two writers finding an empty catalog both try to create every table."""
+    root = tmp_path / "wh"
+    (root / "lake").mkdir(parents=True)
+    with Warehouse(root) as wh_a:
+        wh_b = _second_writer(wh_a)
+        real = wh_a._lake_tables
+        reads = []
+
+        def racing_read():
+            seen = real()  # A's transaction reads an empty catalog...
+            reads.append(seen)
+            if len(reads) == 1:
+                wh_b.ensure_tables()  # ...then B creates everything and commits
+            return seen
+
+        wh_a._lake_tables = racing_read
+        wh_a.ensure_tables()  # A's first commit conflicts; the retry adds nothing
+        assert len(reads) == 2
+        assert reads[0] == set()
+        assert wh_a.existing_tables() == set(TABLES)
+        schema = [s for s in wh_a.snapshots() if s[2] == "schema"]
+        assert len(schema) == 1
+        wh_b._con.close()
