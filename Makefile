@@ -35,8 +35,12 @@ run: $(STAMP) ## Run the nightly job on the bundled sample data and show what it
 	$(BIN)/ctxledger runs --warehouse $(WAREHOUSE) --limit 5
 	$(BIN)/ctxledger dead-letters --warehouse $(WAREHOUSE)
 
-test: $(STAMP) ## Run the whole test suite.
-	$(BIN)/python -m pytest
+# Test modules run on TEST_WORKERS processes (pytest-xdist, one module per worker
+# at a time so module fixtures are built once); TEST_WORKERS=0 runs in-process.
+TEST_WORKERS ?= 2
+
+test: $(STAMP) ## Run the whole test suite (TEST_WORKERS=2 processes).
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 lint: $(STAMP) ## ruff lint and format check.
 	$(BIN)/ruff check .

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from jobs.nightly import _runner_name, load_run, record_failed_run, run_id_for
+from jobs.nightly import (
+    _refresh_serving,
+    _runner_name,
+    load_run,
+    record_failed_run,
+    run_id_for,
+)
 from jobs.version import code_version
 from pipelines.config import JobConfig
 from pipelines.ingest.landing import LandingItem, discover, sha256_file
@@ -294,6 +300,8 @@ def run_backfill(
         if manifest is not None:
             result.snapshot_id = manifest.snapshot_id
             result.changes = load_changes(wh, config.run_id)
+    if result.snapshot_id is not None:
+        _refresh_serving(warehouse, catalog, data_path, progress)
     return result
 
 

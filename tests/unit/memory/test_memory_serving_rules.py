@@ -223,6 +223,13 @@ def test_serve_rows_matches_the_sql_macro(events, memories, purpose, at):
     _check(con, [("u1", consent_rows, rows, purpose, at)])
 
 
+def test_replica_rows_have_the_api_column_order():
+    from warehouse.memory_api import _SERVED_COLUMNS, ServedMemory
+
+    assert (*MEMORY_COLUMNS, "served_as") == _SERVED_COLUMNS
+    assert tuple(ServedMemory.__dataclass_fields__) == _SERVED_COLUMNS
+
+
 def test_wildcard_withdrawal_ends_every_purpose_and_a_later_grant_restores():
     grant = ConsentRow("grant", "billing", "consent", _t(-30), None)
     withdraw = ConsentRow("withdraw", "*", None, _t(-10), None)
