@@ -75,6 +75,19 @@ DataPathOpt = Annotated[
 ]
 
 
+KeyFileOpt = Annotated[
+    Path | None,
+    typer.Option(help="Pseudonym key file (or set CTXLEDGER_PSEUDONYM_KEY)."),
+]
+DefaultTenantOpt = Annotated[
+    str, typer.Option(help="Tenant of files not under a tenant=<id>/ folder.")
+]
+FormatOpt = Annotated[
+    str | None,
+    typer.Option("--format", help="Force one reader instead of auto-detection."),
+]
+
+
 def _fail(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code=1)
@@ -96,17 +109,9 @@ def nightly(
     policy: Annotated[
         Path | None, typer.Option(help="Policy YAML (default: the packaged policy).")
     ] = None,
-    tenant: Annotated[
-        str, typer.Option(help="Tenant of files not under a tenant=<id>/ folder.")
-    ] = "default",
-    source_format: Annotated[
-        str | None,
-        typer.Option("--format", help="Force one reader instead of auto-detection."),
-    ] = None,
-    key_file: Annotated[
-        Path | None,
-        typer.Option(help="Pseudonym key file (or set CTXLEDGER_PSEUDONYM_KEY)."),
-    ] = None,
+    tenant: DefaultTenantOpt = "default",
+    source_format: FormatOpt = None,
+    key_file: KeyFileOpt = None,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
     consent: Annotated[
@@ -393,10 +398,7 @@ def verify(
     redact: Annotated[
         bool, typer.Option(help="Redact --summaries texts before checking them.")
     ] = True,
-    key_file: Annotated[
-        Path | None,
-        typer.Option(help="Pseudonym key file (or set CTXLEDGER_PSEUDONYM_KEY)."),
-    ] = None,
+    key_file: KeyFileOpt = None,
     output: TableOrJsonOpt = TableOrJson.table,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,

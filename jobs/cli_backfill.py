@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from jobs.backfill import BackfillResult, run_backfill
-from jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app, console
+from jobs.cli import CatalogOpt, DataPathOpt, KeyFileOpt, WarehouseOpt, app, console
 
 
 def _since(value: str | None) -> datetime | None:
@@ -56,10 +56,7 @@ def backfill(
             help="Keep sessions whose raw files are gone as they are.",
         ),
     ] = False,
-    key_file: Annotated[
-        Path | None,
-        typer.Option(help="Pseudonym key file (or set CTXLEDGER_PSEUDONYM_KEY)."),
-    ] = None,
+    key_file: KeyFileOpt = None,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:

@@ -14,7 +14,17 @@ from typing import Annotated
 
 import typer
 
-from jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app, console, err_console
+from jobs.cli import (
+    CatalogOpt,
+    DataPathOpt,
+    DefaultTenantOpt,
+    FormatOpt,
+    KeyFileOpt,
+    WarehouseOpt,
+    app,
+    console,
+    err_console,
+)
 from jobs.stream import BatchReport, StopFlag, StreamAborted, run_stream
 
 
@@ -53,17 +63,9 @@ def stream(
             "is unchanged over two listings."
         ),
     ] = 1.0,  # fmt: skip
-    tenant: Annotated[
-        str, typer.Option(help="Tenant of files not under a tenant=<id>/ folder.")
-    ] = "default",
-    source_format: Annotated[
-        str | None,
-        typer.Option("--format", help="Force one reader instead of auto-detection."),
-    ] = None,
-    key_file: Annotated[
-        Path | None,
-        typer.Option(help="Pseudonym key file (or set CTXLEDGER_PSEUDONYM_KEY)."),
-    ] = None,
+    tenant: DefaultTenantOpt = "default",
+    source_format: FormatOpt = None,
+    key_file: KeyFileOpt = None,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:

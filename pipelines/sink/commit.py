@@ -116,6 +116,31 @@ def manifest_table(manifest: RunManifest, inserted: dict[str, int]):
     return to_table(RunManifest, [final.row()])
 
 
+def prepare_commit(
+    config: JobConfig,
+    staged_paths: Iterable[str],
+    *,
+    started_at: datetime,
+    files_seen: int,
+    files_skipped: int,
+    runner: str,
+) -> tuple[dict[str, list[str]], RunManifest]:
+    """The staged shards by table and the run's manifest, once every stage's
+    counts balance (the first half of any commit step)."""
+    staged = group_staged(staged_paths)
+    counts, files_new = check_staged(staged)
+    manifest = run_manifest(
+        config,
+        counts,
+        started_at=started_at,
+        files_seen=files_seen,
+        files_new=files_new,
+        files_skipped=files_skipped,
+        runner=runner,
+    )
+    return staged, manifest
+
+
 def commit_run(
     config: JobConfig,
     staged_paths: Iterable[str],
@@ -126,14 +151,11 @@ def commit_run(
     runner: str,
 ) -> RunManifest:
     """Verify the run's counts and commit shards + manifest as one snapshot."""
-    staged = group_staged(staged_paths)
-    counts, files_new = check_staged(staged)
-    manifest = run_manifest(
+    staged, manifest = prepare_commit(
         config,
-        counts,
+        staged_paths,
         started_at=started_at,
         files_seen=files_seen,
-        files_new=files_new,
         files_skipped=files_skipped,
         runner=runner,
     )

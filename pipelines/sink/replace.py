@@ -19,12 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pipelines.config import JobConfig
-from pipelines.sink.commit import (
-    check_staged,
-    group_staged,
-    manifest_table,
-    run_manifest,
-)
+from pipelines.sink.commit import manifest_table, prepare_commit
 from schemas import RunManifest
 from schemas.arrow import arrow_schema, to_table
 from schemas.backfill import BackfillChange
@@ -184,14 +179,11 @@ class ReplacingCommit:
         files_skipped: int,
         runner: str,
     ) -> RunManifest:
-        staged = group_staged(staged_paths)
-        counts, files_new = check_staged(staged)
-        manifest = run_manifest(
+        staged, manifest = prepare_commit(
             config,
-            counts,
+            staged_paths,
             started_at=started_at,
             files_seen=files_seen,
-            files_new=files_new,
             files_skipped=files_skipped,
             runner=runner,
         )
