@@ -52,7 +52,9 @@ from warehouse.catalog import LAKE_ALIAS, Warehouse, connect
 SQL_FILE = Path(__file__).resolve().parent / "sql" / "memory.sql"
 _INSTALLED = "_ctxledger_memory_macros"
 
-_SERVED_COLUMNS = (
+#: The memory columns a lookup returns, in ``ServedMemory`` order (the lake
+#: path and the serving replica both read these).
+MEMORY_COLUMNS = (
     "memory_id",
     "text",
     "kind",
@@ -68,8 +70,8 @@ _SERVED_COLUMNS = (
     "recorded_at",
     "expires_at",
     "conflict_with",
-    "served_as",
 )
+_SERVED_COLUMNS = (*MEMORY_COLUMNS, "served_as")
 
 
 # -- macros and query --------------------------------------------------------------

@@ -76,7 +76,12 @@ import numpy as np
 import pyarrow as pa
 
 from warehouse.catalog import LAKE_ALIAS, Warehouse
-from warehouse.memory_api import MemoryView, ServedMemory, _default_settings
+from warehouse.memory_api import (
+    MEMORY_COLUMNS,
+    MemoryView,
+    ServedMemory,
+    _default_settings,
+)
 from warehouse.memory_api import memories as lake_memories
 
 SERVING_DIR = "serving"
@@ -95,24 +100,6 @@ _PROBE_ATTR = "_snapshot_probe"
 _CONTENT_PRESERVING = {"compacted_table", "flushed_inlined"}
 _CHANGE = re.compile(r'([a-z_]+):(\d+|"(?:[^"]|"")*"(?:\."(?:[^"]|"")*")?)')
 
-#: The memory columns a lookup returns, in ``ServedMemory`` order.
-MEMORY_COLUMNS = (
-    "memory_id",
-    "text",
-    "kind",
-    "source",
-    "purpose",
-    "slot",
-    "value",
-    "confidence",
-    "provenance",
-    "basis",
-    "valid_from",
-    "valid_to",
-    "recorded_at",
-    "expires_at",
-    "conflict_with",
-)
 _TIMES = {"valid_from", "valid_to", "recorded_at", "expires_at"}
 #: Payload arrays: the row's ids first (a key collision is checked on them),
 #: timestamps as epoch microseconds.
