@@ -24,10 +24,10 @@ import time
 import uuid
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
+from staged_rows import landing_row, staged_sessions
 
-from schemas import LandingFile, RunManifest, Session
+from schemas import LandingFile, RunManifest
 from schemas.arrow import to_table
 from warehouse import Warehouse
 from warehouse.catalog import LAKE_ALIAS, connect
@@ -256,35 +256,6 @@ def test_first_opens_of_a_fresh_postgres_catalog_race_safely(tmp_path, catalog_u
         assert [s[2] for s in wh.snapshots()] == [None, "schema"]
 
 
-def _staged_sessions(tmp_path: Path, name: str, ids: range) -> str:
-    path = tmp_path / "staging" / name / "sessions" / "part-0.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [
-        Session(
-            session_id=f"ses_{i}",
-            tenant_id="t",
-            source_format="canonical",
-            source_file=f"{name}.jsonl",
-            source_hash=name,
-            run_id=name,
-        ).row()
-        for i in ids
-    ]
-    pq.write_table(to_table(Session, rows), path)
-    return str(path)
-
-
-def _landing_row(name: str) -> dict:
-    return LandingFile(
-        file_hash=name,
-        path=f"{name}.jsonl",
-        tenant_id="t",
-        size_bytes=1,
-        status="processed",
-        run_id=name,
-    ).row()
-
-
 def test_overlapping_commits_on_postgres_land_each_key_once(tmp_path, catalog_url):
     """Deterministic race: writer B commits inside writer A's open transaction.
 
@@ -292,8 +263,8 @@ def test_overlapping_commits_on_postgres_land_each_key_once(tmp_path, catalog_ur
     again and add only the 5 keys B did not; both snapshots stay.
     """
     data = str(tmp_path / "data")
-    a_shard = _staged_sessions(tmp_path, "a", range(0, 10))
-    b_shard = _staged_sessions(tmp_path, "b", range(5, 15))
+    a_shard = staged_sessions(tmp_path, "a", range(0, 10))
+    b_shard = staged_sessions(tmp_path, "b", range(5, 15))
     with Warehouse.open(
         tmp_path / "wa", create=True, catalog=catalog_url, data_path=data
     ) as wh_a:
@@ -309,7 +280,7 @@ def test_overlapping_commits_on_postgres_land_each_key_once(tmp_path, catalog_ur
                 wh_b.commit_staged(
                     "run-b",
                     {"sessions": [b_shard]},
-                    {"landing_files": to_table(LandingFile, [_landing_row("b")])},
+                    {"landing_files": to_table(LandingFile, [landing_row("b")])},
                     {},
                 )
             return to_table(RunManifest, [])
@@ -317,7 +288,7 @@ def test_overlapping_commits_on_postgres_land_each_key_once(tmp_path, catalog_ur
         result = wh_a.commit_staged(
             "run-a",
             {"sessions": [a_shard]},
-            {"landing_files": to_table(LandingFile, [_landing_row("a")])},
+            {"landing_files": to_table(LandingFile, [landing_row("a")])},
             {},
             manifest=manifest_a,
         )

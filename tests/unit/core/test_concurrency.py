@@ -9,10 +9,10 @@ so the first one always loses the race.
 from __future__ import annotations
 
 import duckdb
-import pyarrow.parquet as pq
 import pytest
+from staged_rows import landing_row, staged_sessions
 
-from schemas import LandingFile, RunManifest, Session
+from schemas import LandingFile, RunManifest
 from schemas.arrow import to_table
 from warehouse import Warehouse
 from warehouse.catalog import COMMIT_LOCK_TABLE, LAKE_ALIAS
@@ -91,35 +91,6 @@ def test_backoff_is_bounded_and_grows():
     assert all(d >= 0 for d in backoff_delays(12))
 
 
-def _sessions(tmp_path, name: str, ids: range) -> str:
-    path = tmp_path / "staging" / name / "sessions" / "part-0.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [
-        Session(
-            session_id=f"ses_{i}",
-            tenant_id="t",
-            source_format="canonical",
-            source_file=f"{name}.jsonl",
-            source_hash=name,
-            run_id=name,
-        ).row()
-        for i in ids
-    ]
-    pq.write_table(to_table(Session, rows), path)
-    return str(path)
-
-
-def _landing(file_hash: str) -> dict:
-    return LandingFile(
-        file_hash=file_hash,
-        path=f"{file_hash}.jsonl",
-        tenant_id="t",
-        size_bytes=1,
-        status="processed",
-        run_id=file_hash,
-    ).row()
-
-
 def _second_writer(first: Warehouse) -> Warehouse:
     """Another transaction on the same lake (a cursor of the same connection)."""
     other = Warehouse(first.root)
@@ -131,8 +102,8 @@ def _second_writer(first: Warehouse) -> Warehouse:
 
 def test_overlapping_commits_land_each_key_once_and_keep_both_snapshots(tmp_path):
     # Writer A stages sessions 0-9, writer B sessions 5-14: 5 shared keys.
-    a_shard = _sessions(tmp_path, "a", range(0, 10))
-    b_shard = _sessions(tmp_path, "b", range(5, 15))
+    a_shard = staged_sessions(tmp_path, "a", range(0, 10))
+    b_shard = staged_sessions(tmp_path, "b", range(5, 15))
     with Warehouse.open(tmp_path / "wh", create=True) as wh_a:
         wh_b = _second_writer(wh_a)
         attempts = []
@@ -144,7 +115,7 @@ def test_overlapping_commits_land_each_key_once_and_keep_both_snapshots(tmp_path
                 wh_b.commit_staged(
                     "run-b",
                     {"sessions": [b_shard]},
-                    {"landing_files": to_table(LandingFile, [_landing("b")])},
+                    {"landing_files": to_table(LandingFile, [landing_row("b")])},
                     {},
                 )
             return to_table(RunManifest, [])  # no runs row: not under test
@@ -152,7 +123,7 @@ def test_overlapping_commits_land_each_key_once_and_keep_both_snapshots(tmp_path
         result = wh_a.commit_staged(
             "run-a",
             {"sessions": [a_shard]},
-            {"landing_files": to_table(LandingFile, [_landing("a")])},
+            {"landing_files": to_table(LandingFile, [landing_row("a")])},
             {},
             manifest=manifest_a,
         )
@@ -175,7 +146,7 @@ def test_overlapping_commits_land_each_key_once_and_keep_both_snapshots(tmp_path
 
 def test_plain_appends_without_the_lock_would_duplicate(tmp_path):
     """Why the lock exists: DuckLake re-commits two overlapping appends both."""
-    shard = _sessions(tmp_path, "a", range(0, 3))
+    shard = staged_sessions(tmp_path, "a", range(0, 3))
     with Warehouse.open(tmp_path / "wh", create=True) as wh:
         a = wh.connection().cursor()
         b = wh.connection().cursor()
