@@ -81,10 +81,6 @@ def run_nightly(
     docs: str | Path | None = None,
 ) -> NightlyResult:
     """Process landing files the warehouse has not seen; commit them as one run."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from pipelines.graph import build_batch_graph
     from pipelines.memory.inputs import new_inputs
     from pipelines.redact.keys import load_key
     from schemas.policy import load_policy
@@ -156,6 +152,13 @@ def run_nightly(
         docs=str(Path(docs).resolve()) if docs else None,
     )
     result.run_id = config.run_id
+    # Beam and the graph (models, presidio: seconds of imports) only load once
+    # there is work: a bad --landing fails, and a run with nothing new ends, fast.
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.graph import build_batch_graph
+
     shutil.rmtree(config.staging_dir, ignore_errors=True)
     key = load_key(Path(key_file) if key_file else None)
     runner = _runner_name(beam_args)

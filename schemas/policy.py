@@ -237,11 +237,16 @@ def policy_from_mapping(data: dict[str, Any]) -> Policy:
     return Policy.model_validate(data)
 
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_policy(path: str | Path | None = None) -> Policy:
     """Load a policy YAML file; ``None`` loads the packaged default policy."""
     source = Path(path) if path is not None else DEFAULT_POLICY_PATH
     with source.open("r", encoding="utf-8") as handle:
-        data = yaml.safe_load(handle) or {}
+        # libyaml's safe loader when built in: same YAML, about 10x faster on
+        # the default policy, which every job and worker loads.
+        data = yaml.load(handle, Loader=_SAFE_LOADER) or {}
     if not isinstance(data, dict):
         raise ValueError(f"policy file {source} must hold a mapping")
     return policy_from_mapping(data)

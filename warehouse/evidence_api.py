@@ -46,7 +46,13 @@ def _read_only(
     root: str | Path, catalog: str | None, data_path: str | None
 ) -> duckdb.DuckDBPyConnection | None:
     """A read-only connection to the lake, or None when there is no warehouse."""
-    from warehouse.catalog import CATALOG_FILE, LAKE_ALIAS, _quote, connect
+    from warehouse.catalog import (
+        CATALOG_FILE,
+        LAKE_ALIAS,
+        _quote,
+        connect,
+        lake_extensions,
+    )
 
     root = Path(root).resolve()
     catalog = catalog or str(root / CATALOG_FILE)
@@ -56,8 +62,7 @@ def _read_only(
         and not Path(catalog).exists()
     ):
         return None
-    con = connect()
-    con.execute("LOAD ducklake")
+    con = connect(load=lake_extensions(catalog))
     con.execute(
         f"ATTACH {_quote('ducklake:' + catalog)} AS {LAKE_ALIAS} "
         f"(DATA_PATH {_quote(data_path.rstrip('/') + '/')}, READ_ONLY)"
@@ -156,7 +161,9 @@ def install_macros(
 ) -> None:
     """Create the evidence macros and ``evidence_embed`` on a lake connection."""
     policy = policy or _default_policy()
-    con.execute("LOAD fts")
+    from warehouse.catalog import load_extensions
+
+    load_extensions(con, "fts")
     embedder_settings = policy.evidence.embedding
 
     def evidence_embed(text: str) -> list[float]:

@@ -119,8 +119,7 @@ class _Tokenizer:
     def __init__(self) -> None:
         from warehouse.catalog import connect  # noqa: PLC0415
 
-        self._con = connect()
-        self._con.execute("LOAD fts")
+        self._con = connect(load=("fts",))
         self._con.execute(terms_sql())
         self._lock = threading.Lock()
 

@@ -240,6 +240,10 @@ def native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+#: Process-wide text -> vector caches of ``MiniLMEncoder``, one per precision.
+_VECTORS: dict[bool, dict[str, np.ndarray]] = {}
+
+
 class MiniLMEncoder:
     """The packaged all-MiniLM-L6-v2 sentence-transformers model, offline.
 
@@ -254,13 +258,18 @@ class MiniLMEncoder:
         self.bf16 = native_bf16() if bf16 is None else bf16
         self.threads = threads
         self._model = None
-        self._cache: dict[str, np.ndarray] = {}
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_model"] = None
-        state["_cache"] = {}
         return state
+
+    @property
+    def _cache(self) -> dict[str, np.ndarray]:
+        """Vectors of texts this process encoded with these settings, shared by
+        every encoder like this one: each run (and each micro-batch of a stream)
+        makes a new encoder, and would otherwise embed the prototypes again."""
+        return _VECTORS.setdefault(self.bf16, {})
 
     def load(self) -> MiniLMEncoder:
         if self._model is None:
@@ -276,7 +285,11 @@ class MiniLMEncoder:
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         self.load()
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        cache = self._cache  # shared: read each vector once, never index twice
+        found = {t: cache.get(t) for t in dict.fromkeys(texts)}
+        missing = [t for t, vector in found.items() if vector is None]
         if missing:
             import torch
 
@@ -293,10 +306,9 @@ class MiniLMEncoder:
                 )
             array = vectors.float().cpu().numpy()
             array /= np.linalg.norm(array, axis=1, keepdims=True).clip(min=1e-12)
-            if len(self._cache) > 50_000:
-                self._cache.clear()
-            for text, vector in zip(missing, array, strict=True):
-                self._cache[text] = vector
-        if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts])
+            fresh = dict(zip(missing, array, strict=True))
+            found.update(fresh)
+            if len(cache) > 50_000:
+                cache.clear()
+            cache.update(fresh)
+        return np.stack([found[t] for t in texts])

@@ -1,6 +1,7 @@
 """Beam wrappers of the sink: stage records as Parquet shards, commit them once.
 
-``WriteTables`` writes each table's records to ``staging/<run_id>/<table>/``;
+``WriteTables`` writes each table's records as Parquet shards under
+``staging/<run_id>/<table>/`` (``pipelines.sink.shards``);
 ``CommitSnapshot`` waits for every shard, then runs the single commit step
 (``pipelines.sink.commit.commit_run``) on one worker. Until that step commits, no
 reader can see any of the run's rows.
@@ -9,37 +10,68 @@ reader can see any of the run's rows.
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from pipelines.config import JobConfig
 from pipelines.sink.commit import commit_run
+from pipelines.sink.shards import SHARD_MAX_ROWS, ShardBuffer
 from schemas.arrow import arrow_schema
 from warehouse.tables import TABLES
+
+
+class WriteShardsFn(beam.DoFn):
+    """Rows of one table -> staged Parquet shards (``pipelines.sink.shards``).
+
+    Emits each shard's path as it is written and the last one when the bundle
+    ends; the write fuses with the stage that made the rows (no shuffle).
+    """
+
+    def __init__(self, table: str, directory: str, max_rows: int = SHARD_MAX_ROWS):
+        self.table = table
+        self.directory = directory
+        self.max_rows = max_rows
+        self.buffer: ShardBuffer | None = None
+
+    def setup(self):
+        self.schema = arrow_schema(TABLES[self.table])
+
+    def start_bundle(self):
+        self.buffer = ShardBuffer(Path(self.directory), self.schema, self.max_rows)
+
+    def process(self, record):
+        path = self.buffer.add(record.row())
+        if path is not None:
+            yield path
+
+    def finish_bundle(self):
+        path = self.buffer.flush()
+        if path is not None:
+            yield WindowedValue(path, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
 class WriteTables(beam.PTransform):
     """``{table: PCollection[Record]}`` -> PCollection of staged shard paths."""
 
-    def __init__(self, config: JobConfig):
+    def __init__(self, config: JobConfig, max_rows: int = SHARD_MAX_ROWS):
         super().__init__()
         self.config = config
+        self.max_rows = max_rows
 
     def expand(self, tables):
-        written = []
-        for table, records in sorted(tables.items()):
-            model = TABLES[table]
-            written.append(
-                records
-                | f"ToRows[{table}]" >> beam.Map(lambda record: record.row())
-                | f"WriteParquet[{table}]"
-                >> beam.io.WriteToParquet(
-                    f"{self.config.staging_dir}/{table}/part",
-                    arrow_schema(model),
-                    file_name_suffix=".parquet",
-                    codec="zstd",
+        written = [
+            records
+            | f"WriteShards[{table}]"
+            >> beam.ParDo(
+                WriteShardsFn(
+                    table, f"{self.config.staging_dir}/{table}", self.max_rows
                 )
             )
+            for table, records in sorted(tables.items())
+        ]
         return written | "FlattenShardPaths" >> beam.Flatten()
 
 

@@ -15,7 +15,9 @@ next trial; a trial that completed is reset to S0. Finally the nightly reruns
 to completion and the tables must equal the reference's rows exactly, with no
 unknown data file and no staging folder left. (A DuckLake catalog stores its
 data path, so every state lives at one warehouse path; S0 is restored from a
-file copy.)
+file copy.) Every job is its own process, forked from one server that imported
+Beam, torch and spaCy once (``tests/forked_cli.py``), in its own process group;
+so the kill points fall in the job's work rather than in Python's imports.
 
 The policy keeps no history (``keep_snapshots_days: 0``, no orphan grace), so
 every run also expires snapshots and deletes files while it can be killed.
@@ -31,15 +33,13 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from datetime import date, datetime
 from pathlib import Path
 
 import pytest
 import yaml
+from forked_cli import ForkedCli
 
 from warehouse import Warehouse
 from warehouse.tables import TABLES
@@ -160,8 +160,9 @@ class Inputs:
         self.policy.write_text(yaml.safe_dump(data))
 
     def command(self, warehouse: Path, landing: Path, docs: Path) -> list[str]:
+        """The job's ``ctxledger`` arguments."""
         return [
-            sys.executable, "-m", "jobs.cli", "nightly",
+            "nightly",
             "--landing", str(landing), "--warehouse", str(warehouse),
             "--docs", str(docs), "--consent", str(self.consent),
             "--policy", str(self.policy),
@@ -222,40 +223,33 @@ def _differences(a: dict, b: dict) -> str:
     return "\n".join(lines)
 
 
-def _run(command: list[str], timeout: float = 900) -> float:
-    started = time.monotonic()
-    done = subprocess.run(
-        command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    return time.monotonic() - started
+def _run(cli: ForkedCli, command: list[str], log: Path) -> None:
+    cli.start(command, log)
+    assert cli.wait(timeout=900) == 0, log.read_text()[-4000:]
 
 
 def _lake_files(warehouse: Path) -> set[Path]:
     return set((warehouse / "lake").rglob("*.parquet"))
 
 
-def _timed_reference(command: list[str], warehouse: Path) -> tuple[float, ...]:
+def _timed_reference(
+    cli: ForkedCli, command: list[str], warehouse: Path, log: Path
+) -> tuple[float, ...]:
     """Run to completion; return the seconds until its staging folder appeared,
     until its commit step first touched the data files (history expiry or the
     commit's own writes) and in all."""
     started = time.monotonic()
     lake_before = _lake_files(warehouse)
-    proc = subprocess.Popen(
-        command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    cli.start(command, log)
     staging = warehouse / "staging"
     first_write = commit_step = None
-    while proc.poll() is None:
+    while cli.wait(timeout=0.02) is None:
         now = time.monotonic() - started
         if first_write is None and staging.is_dir() and any(staging.iterdir()):
             first_write = now
         if commit_step is None and _lake_files(warehouse) != lake_before:
             commit_step = now
-        time.sleep(0.02)
-    output = proc.stdout.read() if proc.stdout else ""
-    assert proc.returncode == 0, output[-4000:]
+    assert cli.returncode == 0, log.read_text()[-4000:]
     total = time.monotonic() - started
     first_write = first_write if first_write is not None else 0.5 * total
     commit_step = commit_step if commit_step is not None else first_write
@@ -263,26 +257,24 @@ def _timed_reference(command: list[str], warehouse: Path) -> tuple[float, ...]:
 
 
 def _kill_after(
-    command: list[str], delay: float, commit_of: Path | None = None
+    cli: ForkedCli,
+    command: list[str],
+    log: Path,
+    delay: float,
+    commit_of: Path | None = None,
 ) -> bool:
     """Start the run, SIGKILL its process group after ``delay`` s (counted from
     the moment its commit step first touches ``commit_of``'s data files, when
     given); True when the run finished before the kill."""
-    proc = subprocess.Popen(
-        command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    cli.start(command, log)
     if commit_of is not None:
         lake_before = _lake_files(commit_of)
-        while proc.poll() is None and _lake_files(commit_of) == lake_before:
+        while cli.poll() is None and _lake_files(commit_of) == lake_before:
             time.sleep(0.01)
-    try:
-        proc.wait(timeout=delay)
-        return proc.returncode == 0
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return False
+    if cli.wait(timeout=delay) is not None:
+        return cli.returncode == 0
+    cli.kill()
+    return False
 
 
 def _history(root: Path) -> list[int]:
@@ -298,16 +290,23 @@ def _orphans(root: Path) -> list:
         ).fetchall()
 
 
-def test_kill9_leaves_previous_or_complete_snapshot_and_rerun_matches(tmp_path):
+@pytest.fixture
+def cli(tmp_path):
+    with ForkedCli(ROOT, _env()) as server:
+        yield server
+
+
+def test_kill9_leaves_previous_or_complete_snapshot_and_rerun_matches(tmp_path, cli):
     began = time.monotonic()
     inputs = Inputs(tmp_path)
+    log = tmp_path / "jobs.log"
     warehouse, s0 = tmp_path / "wh", tmp_path / "s0-files"
-    _run(inputs.command(warehouse, inputs.landing_a, inputs.docs_a))
+    _run(cli, inputs.command(warehouse, inputs.landing_a, inputs.docs_a), log)
     shutil.copytree(warehouse, s0)
     before = snapshot_state(warehouse)
     s0_history = _history(warehouse)
     command = inputs.command(warehouse, inputs.landing_b, inputs.docs_b)
-    first_write, commit_step, total = _timed_reference(command, warehouse)
+    first_write, commit_step, total = _timed_reference(cli, command, warehouse, log)
     after = snapshot_state(warehouse)
     allowed = {"previous": fingerprint(before), "complete": fingerprint(after)}
     assert allowed["previous"] != allowed["complete"]
@@ -338,7 +337,7 @@ def test_kill9_leaves_previous_or_complete_snapshot_and_rerun_matches(tmp_path):
             delay = rng.uniform(first_write, 1.02 * total)
         else:  # in the commit step, counted from its first touch of the lake
             delay = rng.uniform(0.0, 0.8 * (total - commit_step))
-        completed = _kill_after(command, delay, trial if i % 3 == 2 else None)
+        completed = _kill_after(cli, command, log, delay, trial if i % 3 == 2 else None)
         state = snapshot_state(trial)  # the catalog file opens
         found = fingerprint(state)
         which = [name for name, fp in allowed.items() if fp == found]
@@ -356,7 +355,7 @@ def test_kill9_leaves_previous_or_complete_snapshot_and_rerun_matches(tmp_path):
             shutil.rmtree(trial)
             shutil.copytree(s0, trial)
 
-    _run(command)
+    _run(cli, command, log)
     final = snapshot_state(trial)
     assert final == after, _differences(after, final)
     assert _orphans(trial) == []

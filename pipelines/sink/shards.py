@@ -1,0 +1,68 @@
+"""Staged Parquet shards: a table's rows buffered and written as bounded files.
+
+The sink stages each table's rows under ``staging/<run_id>/<table>/`` and the
+single commit step registers exactly the files the pipeline reported. A writer
+lives in one bundle: it writes a file whenever its buffer reaches ``max_rows``
+and once more when the bundle ends, so memory stays bounded however large the
+run is and no extra shuffle is needed (the write fuses with the stage that made
+the rows). A retried bundle writes new files under new names; its failed
+attempt's files are never reported, so the commit never sees them, and they go
+with the staging folder.
+
+Each file is written under a temporary name and renamed once complete, so a file
+with a final name is always a whole Parquet file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+#: Rows per staged file. Bounds a writer's buffer (rows with embeddings run to a
+#: few KB each) while keeping files large enough for DuckLake to read well.
+SHARD_MAX_ROWS = 20_000
+
+
+def write_shard(directory: Path, schema: pa.Schema, rows: list[dict[str, Any]]) -> str:
+    """Write ``rows`` as one new zstd Parquet file in ``directory``; its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"part-{uuid.uuid4().hex}.parquet"
+    partial = final.with_suffix(".parquet.partial")
+    pq.write_table(
+        pa.Table.from_pylist(rows, schema=schema), partial, compression="zstd"
+    )
+    os.replace(partial, final)
+    return str(final)
+
+
+class ShardBuffer:
+    """Rows of one table in one bundle, flushed to a new shard every ``max_rows``."""
+
+    def __init__(
+        self, directory: Path, schema: pa.Schema, max_rows: int = SHARD_MAX_ROWS
+    ):
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+        self.directory = directory
+        self.schema = schema
+        self.max_rows = max_rows
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, row: dict[str, Any]) -> str | None:
+        """Buffer ``row``; the new shard's path when the buffer was full."""
+        self.rows.append(row)
+        if len(self.rows) >= self.max_rows:
+            return self.flush()
+        return None
+
+    def flush(self) -> str | None:
+        """Write what is buffered (nothing when empty); the new shard's path."""
+        if not self.rows:
+            return None
+        rows, self.rows = self.rows, []
+        return write_shard(self.directory, self.schema, rows)
