@@ -16,7 +16,7 @@ to completion and the tables must equal the reference's rows exactly, with no
 unknown data file and no staging folder left. (A DuckLake catalog stores its
 data path, so every state lives at one warehouse path; S0 is restored from a
 file copy.) Every job is its own process, forked from one server that imported
-Beam, torch and spaCy once (``tests/forked_cli.py``), in its own process group;
+Beam, torch and spaCy once (``tests/forked_cli.py``), in its own process group,
 so the kill points fall in the job's work rather than in Python's imports.
 
 The policy keeps no history (``keep_snapshots_days: 0``, no orphan grace), so
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from forked_cli import ForkedCli
+from forked_cli import JobServer
 
 from warehouse import Warehouse
 from warehouse.tables import TABLES
@@ -113,18 +113,6 @@ CHAT_B = "".join(
 # fmt: on
 RUNBOOK = "# Restart\n\nDrain traffic, then restart the shard and watch latency.\n"
 DEPLOY = "# Deploy\n\nDeploys need an approval from the release owner before noon.\n"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS="",
-        TOKENIZERS_PARALLELISM="false",
-        PYTHONHASHSEED="0",
-    )
-    return env
 
 
 class Inputs:
@@ -223,9 +211,9 @@ def _differences(a: dict, b: dict) -> str:
     return "\n".join(lines)
 
 
-def _run(cli: ForkedCli, command: list[str], log: Path) -> None:
-    cli.start(command, log)
-    assert cli.wait(timeout=900) == 0, log.read_text()[-4000:]
+def _run(server: JobServer, command: list[str], log: Path) -> None:
+    job = server.start(command, log)
+    assert job.wait(timeout=900) == 0, job.output()[-4000:]
 
 
 def _lake_files(warehouse: Path) -> set[Path]:
@@ -233,23 +221,23 @@ def _lake_files(warehouse: Path) -> set[Path]:
 
 
 def _timed_reference(
-    cli: ForkedCli, command: list[str], warehouse: Path, log: Path
+    server: JobServer, command: list[str], warehouse: Path, log: Path
 ) -> tuple[float, ...]:
     """Run to completion; return the seconds until its staging folder appeared,
     until its commit step first touched the data files (history expiry or the
     commit's own writes) and in all."""
     started = time.monotonic()
     lake_before = _lake_files(warehouse)
-    cli.start(command, log)
+    job = server.start(command, log)
     staging = warehouse / "staging"
     first_write = commit_step = None
-    while cli.wait(timeout=0.02) is None:
+    while job.wait(timeout=0.02) is None:
         now = time.monotonic() - started
         if first_write is None and staging.is_dir() and any(staging.iterdir()):
             first_write = now
         if commit_step is None and _lake_files(warehouse) != lake_before:
             commit_step = now
-    assert cli.returncode == 0, log.read_text()[-4000:]
+    assert job.returncode == 0, job.output()[-4000:]
     total = time.monotonic() - started
     first_write = first_write if first_write is not None else 0.5 * total
     commit_step = commit_step if commit_step is not None else first_write
@@ -257,7 +245,7 @@ def _timed_reference(
 
 
 def _kill_after(
-    cli: ForkedCli,
+    server: JobServer,
     command: list[str],
     log: Path,
     delay: float,
@@ -266,14 +254,14 @@ def _kill_after(
     """Start the run, SIGKILL its process group after ``delay`` s (counted from
     the moment its commit step first touches ``commit_of``'s data files, when
     given); True when the run finished before the kill."""
-    cli.start(command, log)
+    job = server.start(command, log)
     if commit_of is not None:
         lake_before = _lake_files(commit_of)
-        while cli.poll() is None and _lake_files(commit_of) == lake_before:
+        while job.poll() is None and _lake_files(commit_of) == lake_before:
             time.sleep(0.01)
-    if cli.wait(timeout=delay) is not None:
-        return cli.returncode == 0
-    cli.kill()
+    if job.wait(timeout=delay) is not None:
+        return job.returncode == 0
+    job.kill()
     return False
 
 
@@ -290,23 +278,21 @@ def _orphans(root: Path) -> list:
         ).fetchall()
 
 
-@pytest.fixture
-def cli(tmp_path):
-    with ForkedCli(ROOT, _env()) as server:
-        yield server
-
-
-def test_kill9_leaves_previous_or_complete_snapshot_and_rerun_matches(tmp_path, cli):
+def test_kill9_leaves_previous_or_complete_snapshot_and_rerun_matches(
+    tmp_path, job_server
+):
     began = time.monotonic()
     inputs = Inputs(tmp_path)
     log = tmp_path / "jobs.log"
     warehouse, s0 = tmp_path / "wh", tmp_path / "s0-files"
-    _run(cli, inputs.command(warehouse, inputs.landing_a, inputs.docs_a), log)
+    _run(job_server, inputs.command(warehouse, inputs.landing_a, inputs.docs_a), log)
     shutil.copytree(warehouse, s0)
     before = snapshot_state(warehouse)
     s0_history = _history(warehouse)
     command = inputs.command(warehouse, inputs.landing_b, inputs.docs_b)
-    first_write, commit_step, total = _timed_reference(cli, command, warehouse, log)
+    first_write, commit_step, total = _timed_reference(
+        job_server, command, warehouse, log
+    )
     after = snapshot_state(warehouse)
     allowed = {"previous": fingerprint(before), "complete": fingerprint(after)}
     assert allowed["previous"] != allowed["complete"]
@@ -337,7 +323,8 @@ def test_kill9_leaves_previous_or_complete_snapshot_and_rerun_matches(tmp_path, 
             delay = rng.uniform(first_write, 1.02 * total)
         else:  # in the commit step, counted from its first touch of the lake
             delay = rng.uniform(0.0, 0.8 * (total - commit_step))
-        completed = _kill_after(cli, command, log, delay, trial if i % 3 == 2 else None)
+        commit_of = trial if i % 3 == 2 else None
+        completed = _kill_after(job_server, command, log, delay, commit_of)
         state = snapshot_state(trial)  # the catalog file opens
         found = fingerprint(state)
         which = [name for name, fp in allowed.items() if fp == found]
@@ -355,7 +342,7 @@ def test_kill9_leaves_previous_or_complete_snapshot_and_rerun_matches(tmp_path, 
             shutil.rmtree(trial)
             shutil.copytree(s0, trial)
 
-    _run(cli, command, log)
+    _run(job_server, command, log)
     final = snapshot_state(trial)
     assert final == after, _differences(after, final)
     assert _orphans(trial) == []

@@ -1,6 +1,7 @@
 """Acceptance: labelled PII and secret values never reach the warehouse or logs.
 
-The nightly CLI ingests the labelled fixture (see tests/fixtures/labelled/README.md),
+The nightly CLI (a job forked from the tests' job server, ``tests/forked_cli.py``)
+ingests the labelled fixture (see tests/fixtures/labelled/README.md),
 then every string of every table and every Parquet file, plus the CLI's output, is
 scanned for the planted values. No planted value of any family may survive (a
 substring scan: a value inside a longer unredacted token counts as leaked too).
@@ -10,9 +11,6 @@ substring scan: a value inside a longer unredacted token counts as leaked too).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -47,29 +45,23 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def scanned(tmp_path_factory):
+def scanned(tmp_path_factory, job_server):
     warehouse = tmp_path_factory.mktemp("labelled-wh")
-    done = subprocess.run(
+    job = job_server.start(
         [
-            sys.executable,
-            "-m",
-            "jobs.cli",
             "nightly",
             "--landing",
             str(FIXTURE / "landing"),
             "--warehouse",
             str(warehouse),
         ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "200"},
+        warehouse.parent / "labelled-nightly.log",
     )
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert job.wait(timeout=1800) == 0, job.output()[-2000:]
     gold = json.loads((FIXTURE / "gold.json").read_text())
     strings = list(warehouse_strings(warehouse))
     stored = find_leaks(strings, gold)
-    logged = find_leaks([done.stdout, done.stderr], gold)
+    logged = find_leaks([job.output()], gold)
     return gold, strings, stored, logged
 
 

@@ -113,10 +113,8 @@ def _canonical(path: Path, label: str, sessions: int) -> int:
 
 
 def _nightly(landing: Path, warehouse: Path, url: str, data: Path) -> list[str]:
+    """The job's ``ctxledger`` arguments."""
     return [
-        sys.executable,
-        "-m",
-        "jobs.cli",
         "nightly",
         "--landing",
         str(landing),
@@ -136,30 +134,31 @@ def _reader(tmp_path: Path, url: str, data: Path) -> Warehouse:
 
 
 @pytest.mark.slow
-def test_two_concurrent_nightly_jobs_on_one_postgres_catalog(tmp_path, catalog_url):
+def test_two_concurrent_nightly_jobs_on_one_postgres_catalog(
+    tmp_path, catalog_url, job_server
+):
     landing = {job: tmp_path / f"landing-{job}" for job in ("a", "b")}
     expected_messages = 0
     for job, folder in landing.items():
         for f in range(2):
             expected_messages += _canonical(folder / f"{job}{f}.jsonl", f"{job}{f}", 2)
     data = tmp_path / "shared-data"
-    env = {**os.environ, "COLUMNS": "200", "CTXLEDGER_DEBUG": "1"}
+    env = {"CTXLEDGER_DEBUG": "1"}
     started = time.monotonic()
     jobs = {
-        job: subprocess.Popen(
+        job: job_server.start(
             _nightly(landing[job], tmp_path / f"wh-{job}", catalog_url, data),
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            tmp_path / f"job-{job}.log",
+            env,
         )
         for job in ("a", "b")
     }
-    outputs = {job: proc.communicate(timeout=1800) for job, proc in jobs.items()}
+    outputs = {}
     for job, proc in jobs.items():
-        assert proc.returncode == 0, f"job {job}: {outputs[job][1][-3000:]}"
-    retries = sum(err.count(RETRY_LOG) for _, err in outputs.values())
+        code = proc.wait(timeout=1800)
+        outputs[job] = proc.output()
+        assert code == 0, f"job {job}: {outputs[job][-3000:]}"
+    retries = sum(out.count(RETRY_LOG) for out in outputs.values())
     print(f"two concurrent jobs: {time.monotonic() - started:.1f}s, {retries} retries")
 
     with _reader(tmp_path, catalog_url, data) as wh:
@@ -200,15 +199,12 @@ def test_two_concurrent_nightly_jobs_on_one_postgres_catalog(tmp_path, catalog_u
         before = wh.current_snapshot()
 
     # A third run over either landing set finds nothing new.
-    again = subprocess.run(
+    again = job_server.start(
         _nightly(landing["a"], tmp_path / "wh-a", catalog_url, data),
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
+        tmp_path / "job-again.log",
+        env,
     )
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.wait(timeout=900) == 0, again.output()[-3000:]
     with _reader(tmp_path, catalog_url, data) as wh:
         assert wh.current_snapshot() == before
         assert wh.query("SELECT count(*) FROM messages").fetchone()[0] == (

@@ -1,7 +1,8 @@
 """`ctxledger stream`: 1,000 messages dropped in 10 files while the job runs are
 all in the warehouse exactly once after a SIGTERM.
 
-The job runs as a subprocess on a fresh landing folder and warehouse with 2 s
+The job runs as its own process (forked from the tests' job server,
+``tests/forked_cli.py``) on a fresh landing folder and warehouse with 2 s
 windows. Once it watches, the test drops five canonical JSONL files of 100
 messages each (renamed into place from hidden temporary names, except one
 written in place), polls the warehouse until the first micro-batch's rows
@@ -17,13 +18,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import duckdb
 import pytest
+from forked_cli import Job, JobServer
 
 from warehouse import Warehouse
 
@@ -75,19 +75,6 @@ def drop(landing: Path, index: int) -> None:
     os.rename(tmp, folder / name)
 
 
-def env() -> dict[str, str]:
-    out = dict(os.environ)
-    out.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS="",
-        TOKENIZERS_PARALLELISM="false",
-        PYTHONHASHSEED="0",
-        CTXLEDGER_PSEUDONYM_KEY="00112233445566778899aabbccddeeff",
-    )
-    return out
-
-
 def query(warehouse: Path, sql: str, deadline: float):
     """Run one read, retrying while the job holds the catalog file's lock."""
     while True:
@@ -100,19 +87,16 @@ def query(warehouse: Path, sql: str, deadline: float):
         time.sleep(0.5)
 
 
-def start(landing: Path, warehouse: Path, log: Path) -> subprocess.Popen:
+def start(server: JobServer, landing: Path, warehouse: Path, log: Path) -> Job:
     command = [
-        sys.executable, "-m", "jobs.cli", "stream",
+        "stream",
         "--landing", str(landing), "--warehouse", str(warehouse),
         "--window-seconds", "2", "--poll-seconds", "0.5",
     ]  # fmt: skip
-    handle = log.open("w")
-    return subprocess.Popen(
-        command, cwd=ROOT, env=env(), stdout=handle, stderr=subprocess.STDOUT
-    )
+    return server.start(command, log)
 
 
-def wait_for(predicate, deadline: float, proc: subprocess.Popen, log: Path):
+def wait_for(predicate, deadline: float, proc: Job, log: Path):
     while not predicate():
         if proc.poll() is not None:
             pytest.fail(f"stream exited early ({proc.returncode}):\n{log.read_text()}")
@@ -122,12 +106,12 @@ def wait_for(predicate, deadline: float, proc: subprocess.Popen, log: Path):
         time.sleep(0.5)
 
 
-def test_stream_commits_every_dropped_message_once(tmp_path):
+def test_stream_commits_every_dropped_message_once(tmp_path, job_server):
     landing, warehouse = tmp_path / "landing", tmp_path / "warehouse"
     landing.mkdir()
     log, log2 = tmp_path / "stream.log", tmp_path / "restart.log"
     deadline = time.monotonic() + TIMEOUT_S
-    proc = start(landing, warehouse, log)
+    proc = start(job_server, landing, warehouse, log)
     try:
         wait_for(lambda: "watching" in log.read_text(), deadline, proc, log)
         for index in range(FILES // 2):
@@ -183,7 +167,7 @@ def test_stream_commits_every_dropped_message_once(tmp_path):
     assert dead == 0
 
     # A restart over the same folder finds every file committed: no new run.
-    proc = start(landing, warehouse, log2)
+    proc = start(job_server, landing, warehouse, log2)
     try:
         wait_for(lambda: "watching" in log2.read_text(), deadline, proc, log2)
         time.sleep(3)  # two polls and a window
