@@ -19,19 +19,21 @@ def staged_sessions(tmp_path: Path, name: str, ids: range) -> str:
     """A ``sessions`` shard of run ``name`` with ids ``ses_<i>`` for ``ids``."""
     path = tmp_path / "staging" / name / "sessions" / "part-0.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [
-        Session(
-            session_id=f"ses_{i}",
-            tenant_id="t",
-            source_format="canonical",
-            source_file=f"{name}.jsonl",
-            source_hash=name,
-            run_id=name,
-        ).row()
-        for i in ids
-    ]
+    rows = [session(i, name).row() for i in ids]
     pq.write_table(to_table(Session, rows), path)
     return str(path)
+
+
+def session(i: int, name: str) -> Session:
+    """Session ``ses_<i>`` of the file (and run) ``name``."""
+    return Session(
+        session_id=f"ses_{i}",
+        tenant_id="t",
+        source_format="canonical",
+        source_file=f"{name}.jsonl",
+        source_hash=name,
+        run_id=name,
+    )
 
 
 def landing_row(name: str) -> dict:

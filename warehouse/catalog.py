@@ -95,7 +95,9 @@ def load_extensions(con: duckdb.DuckDBPyConnection, *names: str) -> None:
     binary (ducklake: 50 MB, about 0.2 s), and a job opens the warehouse a dozen
     times. So the first load of each extension in a process happens on a
     throwaway connection with DuckDB's checks on (a tampered file fails there);
-    connections then load the same checked file without reading it again.
+    connections then load the same checked file without reading it again. (An
+    extension DuckDB autoloads for a user's own SQL, say ``vss`` in ``ctxledger
+    sql``, is not checked first: every extension we use is loaded through here.)
     """
     for name in names:
         with _VERIFIED_LOCK:
