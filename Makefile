@@ -65,5 +65,5 @@ eval: $(STAMP) ## Quality against ../shared/corpora (or CORPORA=path).
 	$(BIN)/python -m eval.redaction --corpora $(CORPORA)
 
 clean: ## Remove the local warehouse and caches (keeps the venv).
-	rm -rf $(WAREHOUSE)/lake $(WAREHOUSE)/staging $(WAREHOUSE)/quarantine \
+	rm -rf $(WAREHOUSE)/lake $(WAREHOUSE)/staging $(WAREHOUSE)/quarantine $(WAREHOUSE)/serving \
 	  $(WAREHOUSE)/catalog.ducklake* .pytest_cache .ruff_cache .hypothesis
