@@ -273,12 +273,7 @@ def record_failed_run(
     )
     failed_id = f"{config.run_id}-failed-{int(started_at.timestamp())}"
     manifest = manifest.model_copy(update={"run_id": failed_id})
-    with Warehouse.open(
-        config.warehouse,
-        create=True,
-        catalog=config.catalog,
-        data_path=config.data_path,
-    ) as wh:
+    with config.open_warehouse() as wh:
         wh.commit_staged(
             failed_id,
             {},

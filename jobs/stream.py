@@ -312,13 +312,14 @@ class StreamJob:
         self.result.stopped_by = self.stop.reason
         return self.result
 
+    def _open(self) -> Warehouse:
+        """The job's warehouse (created if missing)."""
+        return Warehouse.open(
+            self.warehouse, create=True, catalog=self.catalog, data_path=self.data_path
+        )
+
     def _committed_hashes(self) -> set[str]:
-        with Warehouse.open(
-            self.warehouse,
-            create=True,
-            catalog=self.catalog,
-            data_path=self.data_path,
-        ) as wh:
+        with self._open() as wh:
             return wh.processed_hashes()
 
     def _pick(self) -> None:
@@ -431,12 +432,7 @@ class StreamJob:
         return self._load(config.run_id)
 
     def _load(self, run_id: str) -> RunManifest | None:
-        with Warehouse.open(
-            self.warehouse,
-            create=True,
-            catalog=self.catalog,
-            data_path=self.data_path,
-        ) as wh:
+        with self._open() as wh:
             return load_run(wh, run_id)
 
     def _after_commit(self, manifest: RunManifest | None) -> None:

@@ -6,9 +6,14 @@ and repeated later.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from warehouse.catalog_url import mask_password
+
+if TYPE_CHECKING:
+    from warehouse.catalog import Warehouse
 
 
 class JobConfig(BaseModel):
@@ -48,3 +53,11 @@ class JobConfig(BaseModel):
     @property
     def staging_dir(self) -> str:
         return f"{self.warehouse}/staging/{self.run_id}"
+
+    def open_warehouse(self) -> Warehouse:
+        """The run's warehouse (created if missing), on its catalog and data path."""
+        from warehouse.catalog import Warehouse
+
+        return Warehouse.open(
+            self.warehouse, create=True, catalog=self.catalog, data_path=self.data_path
+        )

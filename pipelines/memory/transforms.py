@@ -404,15 +404,9 @@ def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
     Reads, at graph construction, the consent already stored and which input
     files were already read; adds ``ExtractMemories`` over the redacted records.
     """
-    from warehouse.catalog import Warehouse
     from warehouse.memory_api import known_input_hashes, load_consent
 
-    with Warehouse.open(
-        config.warehouse,
-        create=True,
-        catalog=config.catalog,
-        data_path=config.data_path,
-    ) as wh:
+    with config.open_warehouse() as wh:
         consent = load_consent(wh)
         known = known_input_hashes(wh)
     inputs = new_inputs(

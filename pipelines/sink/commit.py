@@ -184,12 +184,7 @@ def commit_run(
         final = manifest.model_copy(update={"retention": purged[-1].to_json()})
         return manifest_table(final, inserted)
 
-    with Warehouse.open(
-        config.warehouse,
-        create=True,
-        catalog=config.catalog,
-        data_path=config.data_path,
-    ) as warehouse:
+    with config.open_warehouse() as warehouse:
         if config.job == "nightly":
             expire_history(
                 warehouse, policy.history, now, current_run=config.run_id

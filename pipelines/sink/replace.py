@@ -187,12 +187,7 @@ class ReplacingCommit:
             files_skipped=files_skipped,
             runner=runner,
         )
-        with Warehouse.open(
-            config.warehouse,
-            create=True,
-            catalog=config.catalog,
-            data_path=config.data_path,
-        ) as wh:
+        with config.open_warehouse() as wh:
             try:
                 manifest = self._commit(wh, config, staged, manifest)
             except _NothingChangedError:
