@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,11 +87,32 @@ def discover(
     suffixes: Iterable[str] = TRANSCRIPT_SUFFIXES,
 ) -> Discovery:
     """Every transcript file under ``landing`` (sorted, hidden entries skipped)."""
+    found = Discovery()
+    for path, rel, wanted in walk_landing(landing, tuple(suffixes)):
+        if not wanted:
+            found.skipped.append(rel)
+            continue
+        found.items.append(
+            LandingItem(
+                path=str(path.resolve()),
+                rel_path=rel,
+                file_hash=sha256_file(path),
+                size_bytes=path.stat().st_size,
+                tenant_id=tenant_for(rel, default_tenant),
+            )
+        )
+    return found
+
+
+def walk_landing(
+    landing: str | Path, suffixes: tuple[str, ...]
+) -> Iterator[tuple[Path, str, bool]]:
+    """``(path, rel_path, wanted)`` of every file under ``landing``, sorted, with
+    hidden files and folders left out (writers use them as temporary names);
+    ``wanted``: the lower-cased name ends with one of ``suffixes``."""
     root = Path(landing)
     if not root.is_dir():
         raise FileNotFoundError(f"landing folder not found: {root}")
-    wanted = tuple(suffixes)
-    found = Discovery()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
@@ -99,19 +120,7 @@ def discover(
                 continue
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
-            if not name.lower().endswith(wanted):
-                found.skipped.append(rel)
-                continue
-            found.items.append(
-                LandingItem(
-                    path=str(path.resolve()),
-                    rel_path=rel,
-                    file_hash=sha256_file(path),
-                    size_bytes=path.stat().st_size,
-                    tenant_id=tenant_for(rel, default_tenant),
-                )
-            )
-    return found
+            yield path, rel, name.lower().endswith(suffixes)
 
 
 def parse_landing_file(

@@ -21,7 +21,6 @@ does.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from pipelines.ingest.landing import (
     LandingItem,
     sha256_file,
     tenant_for,
+    walk_landing,
 )
 
 
@@ -73,27 +73,17 @@ def scan(
     other extensions are listed as skipped. A file removed between the listing and
     its ``stat`` is simply not seen this time.
     """
-    root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"landing folder not found: {root}")
-    wanted = tuple(s.lower() for s in suffixes)
     found: dict[str, Stat] = {}
     skipped: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            if not name.lower().endswith(wanted):
-                skipped.append(rel)
-                continue
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            found[rel] = Stat(st.st_size, st.st_mtime_ns)
+    for path, rel, wanted in walk_landing(root, tuple(s.lower() for s in suffixes)):
+        if not wanted:
+            skipped.append(rel)
+            continue
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        found[rel] = Stat(st.st_size, st.st_mtime_ns)
     return found, skipped
 
 
