@@ -61,8 +61,14 @@ bench: $(STAMP) ## Throughput benchmarks (ratios against named baselines).
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_memory.py $(if $(TEN_MILLION),--ten-million)
 
-eval: $(STAMP) ## Quality against ../shared/corpora (or CORPORA=path).
-	$(BIN)/python -m eval.redaction --corpora $(CORPORA)
+EVAL_STAMP := $(VENV)/.eval-installed
+
+$(EVAL_STAMP): $(STAMP) eval/requirements.txt
+	$(BIN)/pip install -q -r eval/requirements.txt
+	@touch $(EVAL_STAMP)
+
+eval: $(EVAL_STAMP) ## Redaction quality vs presidio/detect-secrets/CredSweeper (QUICK=1: ours only).
+	$(BIN)/python -m eval.redaction --corpora $(CORPORA) $(if $(QUICK),--quick)
 
 clean: ## Remove the local warehouse and caches (keeps the venv).
 	rm -rf $(WAREHOUSE)/lake $(WAREHOUSE)/staging $(WAREHOUSE)/quarantine $(WAREHOUSE)/serving \

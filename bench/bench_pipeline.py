@@ -5,12 +5,28 @@ Data: every transcript set of ../shared/corpora section A when present (the
 and MB/s of the whole run, the time of an idempotent re-run (nothing new), and the
 ratio of the whole pipeline to the redact stage alone on the same messages (the
 baseline: what Beam, parsing, ids, token counts and the commit cost on top).
+
+Then the documented multi-process flags against one process (issue 14): the same
+landing through ``ctxledger``'s nightly in a fresh interpreter, once with the
+default DirectRunner and once with ``--direct_num_workers=N
+--direct_running_mode=multi_processing``, each without any ``OMP_NUM_THREADS``
+style variable (as a user runs it; ``--keep-thread-env`` keeps the caller's):
+wall and CPU seconds (workers included) and the speed-up. The launcher sizes
+each worker to cores / workers threads (``pipelines.models``); without that the
+workers oversubscribe the cores and the flags made the nightly 4x slower.
+
+Flags: ``--sets a,b`` picks transcript sets (quick subsets), ``--workers N``
+(default 2; 0 skips the comparison), ``--skip-baseline`` skips the in-process
+run and the redact baseline.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,18 +47,96 @@ TRANSCRIPT_SETS = (
 )
 
 
-def build_landing(target: Path) -> str:
+#: Thread-pool variables dropped for the runner comparison (a user's shell).
+THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "CTXLEDGER_WORKER_THREADS",
+)
+
+_CHILD = """
+import json, sys, time
+from jobs.nightly import run_nightly
+started = time.perf_counter()
+result = run_nightly(sys.argv[1], sys.argv[2], beam_args=sys.argv[3:])
+print(json.dumps({"wall": time.perf_counter() - started, "new": result.files_new}))
+"""
+
+
+def build_landing(target: Path, sets: tuple[str, ...] = TRANSCRIPT_SETS) -> str:
     corpora = Path(os.environ.get("CORPORA", ROOT.parent / "shared" / "corpora"))
     if not corpora.is_dir():
         shutil.copytree(ROOT / "sample" / "landing", target)
         return "bundled sample landing"
-    for name in TRANSCRIPT_SETS:
+    for name in sets:
         if (corpora / name).is_dir():
             shutil.copytree(corpora / name, target / name)
-    return f"{corpora} section A ({len(TRANSCRIPT_SETS)} transcript sets)"
+    return f"{corpora} section A ({len(sets)} transcript sets)"
+
+
+def run_child(landing: Path, warehouse: Path, beam_args: list[str], keep_env: bool):
+    """One nightly in a fresh interpreter: (wall s, CPU s incl. its workers)."""
+    env = dict(os.environ)
+    if not keep_env:
+        for name in THREAD_ENV:
+            env.pop(name, None)
+    env["PYTHONPATH"] = str(ROOT)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(landing), str(warehouse), *beam_args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"nightly {beam_args} failed:\n{done.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def compare_runners(landing: Path, tmp: Path, workers: int, keep_env: bool) -> None:
+    """One process vs ``workers`` local processes on the same landing."""
+    flags = [
+        f"--direct_num_workers={workers}",
+        "--direct_running_mode=multi_processing",
+    ]
+    one_wall, one_cpu = run_child(landing, tmp / "wh_one", [], keep_env)
+    multi_wall, multi_cpu = run_child(landing, tmp / "wh_multi", flags, keep_env)
+    env = "caller's thread env" if keep_env else "no OMP_NUM_THREADS-style env"
+    print(f"  runners ({os.cpu_count()} cores, {env}, fresh interpreters):")
+    print(f"    one process:       {one_wall:6.1f}s wall, {one_cpu:6.1f}s CPU")
+    print(
+        f"    {workers} processes:       {multi_wall:6.1f}s wall, "
+        f"{multi_cpu:6.1f}s CPU ({' '.join(flags)})"
+    )
+    print(f"    speed-up of the multi-process flags: {one_wall / multi_wall:.2f}x")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", help="comma-separated transcript sets (a subset)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--skip-baseline", action="store_true")
+    parser.add_argument("--keep-thread-env", action="store_true")
+    args = parser.parse_args()
+    sets = tuple(args.sets.split(",")) if args.sets else TRANSCRIPT_SETS
+    if not args.skip_baseline:
+        in_process(sets)
+    if args.workers:
+        with tempfile.TemporaryDirectory() as tmp:
+            landing = Path(tmp) / "landing"
+            source = build_landing(landing, sets)
+            print(f"runner comparison on {source}")
+            compare_runners(landing, Path(tmp), args.workers, args.keep_thread_env)
+
+
+def in_process(sets: tuple[str, ...]) -> None:
     from jobs.nightly import run_nightly
     from pipelines.ingest.landing import discover, parse_landing_file
     from pipelines.redact.engine import Redactor
@@ -52,7 +146,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         landing = Path(tmp) / "landing"
-        source = build_landing(landing)
+        source = build_landing(landing, sets)
         size = sum(p.stat().st_size for p in landing.rglob("*") if p.is_file())
         started = time.perf_counter()
         result = run_nightly(landing, Path(tmp) / "wh")

@@ -192,10 +192,14 @@ _READERS = (
 )
 
 
-def transcript_sessions(root: Path) -> dict[str, list[SessionItems]]:
-    """Every transcript set under ``root``: set name -> sessions -> messages."""
+def transcript_sessions(
+    root: Path, only: frozenset[str] | None = None
+) -> dict[str, list[SessionItems]]:
+    """Every transcript set under ``root`` (or those in ``only``): set -> sessions."""
     out: dict[str, list[SessionItems]] = {}
     for name, pattern, reader in _READERS:
+        if only is not None and name not in only:
+            continue
         folder = root / name
         if not folder.is_dir():
             continue

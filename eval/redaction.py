@@ -18,6 +18,16 @@ Measures, with the default policy (or ``--policy``):
 * ``--held-out`` adds ``synth_dataset_v2.json`` and WNUT17 ``emerging.test``
   (acceptance only: never tune on them).
 
+Every labelled set is split into a ``dev`` part (look at its errors, tune on it)
+and a ``measure`` part (report only) by ``eval.split``; both are reported. Per
+entity type: recall, precision and **verbatim survival** (the whole gold value
+still present after redaction), beside plain presidio on the same texts
+(``eval.baselines``) and ours without the technical-text filter
+(``pipelines.redact.technical``). Secrets are compared with detect-secrets and
+CredSweeper when installed. ``eval.technical`` adds the PERSON/LOCATION
+placeholder rate per 10k tokens on technical text. ``--quick`` skips the
+comparison columns.
+
 Prints a table; ``--out FILE`` also writes everything as JSON.
 """
 
@@ -36,6 +46,7 @@ from typing import Any
 
 from eval.corpora import default_corpora
 from eval.metrics import Counts, Span
+from eval.split import PARTS, part_of
 
 #: presidio-research gold label -> our entity type.
 GOLD_MAP = {
@@ -97,16 +108,96 @@ def _predicted(dets: Any) -> list[Span]:
 # ------------------------------------------------------------------- PII sets
 
 
-def eval_presidio_json(redactor: Any, path: Path) -> dict[str, Any]:
-    """Per-type recall/precision on a presidio-research JSON file."""
+Record = tuple[str, list[Span], list[Span]]  # text, gold, ignored (out of scope)
+
+
+def _mask(text: str, spans: list[Span]) -> str:
+    """``text`` with every predicted span replaced (what survives redaction)."""
+    out, pos = [], 0
+    for span in sorted(spans, key=lambda s: s.start):
+        if span.start < pos:
+            continue
+        out.append(text[pos : span.start])
+        out.append(f"<{span.label}>")
+        pos = span.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def score_parts(
+    records: list[Record], predicted: list[list[Span]], labels: frozenset[str] | None
+) -> dict[str, dict[str, dict[str, float | int]]]:
+    """Per split part: recall/precision per type plus verbatim survival."""
+    counts = {part: Counts() for part in PARTS}
+    survived: dict[str, Counter[str]] = {part: Counter() for part in PARTS}
+    for (text, gold, ignored), preds in zip(records, predicted, strict=True):
+        part = part_of(text)
+        if labels is not None:
+            preds = [p for p in preds if p.label in labels]
+        counts[part].add(gold, preds, ignored)
+        masked = _mask(text, preds)
+        for g in gold:
+            if text[g.start : g.end] in masked:
+                survived[part][g.label] += 1
+                survived[part]["ALL"] += 1
+    out = {}
+    for part in PARTS:
+        table = counts[part].table()
+        for label, row in table.items():
+            support = row["support"]
+            row["survival"] = (
+                round(survived[part][label] / support, 4) if support else float("nan")
+            )
+        out[part] = table
+    return out
+
+
+def _compare(
+    redactor: Any,
+    records: list[Record],
+    comparators: dict[str, Any],
+    labels: frozenset[str] | None = None,
+) -> dict[str, Any]:
+    """Ours, ours without the technical filter, and plain presidio, per part."""
+    texts = [text for text, _, _ in records]
+    result = {"ours": score_parts(records, _spans(redactor, texts), labels)}
+    if comparators.get("no_filter"):
+        result["ours_no_filter"] = score_parts(
+            records, _spans(redactor, texts, technical_filter=False), labels
+        )
+    presidio = comparators.get("presidio")
+    if presidio is not None:
+        if isinstance(presidio, str):
+            result["presidio"] = presidio
+        else:
+            result["presidio"] = score_parts(records, presidio.spans(texts), labels)
+    return result
+
+
+def _spans(
+    redactor: Any, texts: list[str], technical_filter: bool = True
+) -> list[list[Span]]:
+    """Our final detections as spans; optionally with the technical filter off."""
+    from pipelines.redact import technical  # noqa: PLC0415
+
+    original = technical.drop_technical
+    redactor._cache.clear()  # noqa: SLF001 - a cached result would hide the switch
+    try:
+        if not technical_filter:
+            technical.drop_technical = lambda _text, dets: list(dets)
+        return [_predicted(d) for d in redactor.detect_batch(texts)]
+    finally:
+        technical.drop_technical = original
+        redactor._cache.clear()  # noqa: SLF001
+
+
+def eval_presidio_json(
+    redactor: Any, path: Path, comparators: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Per-type recall/precision/survival on a presidio-research JSON file."""
     records = json.loads(path.read_text(encoding="utf-8"))
-    texts = [r["full_text"] for r in records]
-    detections = redactor.detect_batch(texts)
-    counts = Counts()
-    misses: list[dict[str, str]] = []
-    false_pos: list[dict[str, str]] = []
-    for record, dets in zip(records, detections, strict=True):
-        text = record["full_text"]
+    scored: list[Record] = []
+    for record in records:
         gold, ignored = [], []
         for s in record["spans"]:
             span = (s["start_position"], s["end_position"])
@@ -115,8 +206,15 @@ def eval_presidio_json(redactor: Any, path: Path) -> dict[str, Any]:
                 ignored.append(Span(*span, s["entity_type"]))
             else:
                 gold.append(Span(*span, label))
-        predicted = _predicted(dets)
-        counts.add(gold, predicted, ignored)
+        scored.append((record["full_text"], gold, ignored))
+    result = _compare(redactor, scored, comparators or {})
+    misses: list[dict[str, str]] = []
+    false_pos: list[dict[str, str]] = []
+    dets = redactor.detect_batch([t for t, _, _ in scored])
+    for (text, gold, ignored), found in zip(scored, dets, strict=True):
+        if part_of(text) != "dev":
+            continue  # errors are for developing: dev part only
+        predicted = _predicted(found)
         for g in gold:
             if not any(p.label == g.label and p.overlaps(g) for p in predicted):
                 misses.append({"type": g.label, "value": text[g.start : g.end]})
@@ -126,7 +224,7 @@ def eval_presidio_json(redactor: Any, path: Path) -> dict[str, Any]:
     return {
         "file": path.name,
         "records": len(records),
-        "per_type": counts.table(),
+        **result,
         "misses": misses,
         "false_positives": false_pos,
     }
@@ -216,22 +314,58 @@ def _conll_sentences(path: Path) -> list[tuple[str, list[Span]]]:
     return out
 
 
-def eval_wnut(redactor: Any, path: Path) -> dict[str, Any]:
-    """PERSON and LOCATION recall/precision on a WNUT17 CoNLL file."""
+def eval_wnut(
+    redactor: Any, path: Path, comparators: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """PERSON and LOCATION recall/precision/survival on a WNUT17 CoNLL file."""
     sentences = _conll_sentences(path)
-    detections = redactor.detect_batch([text for text, _ in sentences])
-    counts = Counts()
-    for (_, gold), dets in zip(sentences, detections, strict=True):
-        predicted = [p for p in _predicted(dets) if p.label in ("PERSON", "LOCATION")]
-        counts.add(gold, predicted)
-    return {"file": path.name, "sentences": len(sentences), "per_type": counts.table()}
+    records: list[Record] = [(text, gold, []) for text, gold in sentences]
+    result = _compare(
+        redactor, records, comparators or {}, frozenset({"PERSON", "LOCATION"})
+    )
+    return {"file": path.name, "sentences": len(sentences), **result}
 
 
 # ------------------------------------------------------------------- secrets
 
 
-def eval_credsweeper(redactor: Any, folder: Path) -> dict[str, Any]:
-    """Secret recall on CredSweeper positives and FPs on its negative files."""
+def _secret_tools(paths: list[Path], tools: bool) -> dict[str, Any]:
+    """detect-secrets' and CredSweeper's reported values per file (or why not)."""
+    if not tools:
+        return {}
+    from eval.baselines import (  # noqa: PLC0415
+        secret_values_credsweeper,
+        secret_values_detect_secrets,
+    )
+
+    return {
+        "detect-secrets": secret_values_detect_secrets(paths),
+        "credsweeper": secret_values_credsweeper(paths),
+    }
+
+
+def _secret_row() -> dict[str, int]:
+    return {"positives": 0, "caught": 0, "neg_files": 0, "neg_files_flagged": 0}
+
+
+def _finish(rows: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
+    for row in rows.values():
+        row["recall"] = (
+            round(row["caught"] / row["positives"], 4)
+            if row["positives"]
+            else float("nan")
+        )
+    return rows
+
+
+def eval_credsweeper(
+    redactor: Any, folder: Path, tools: bool = False
+) -> dict[str, Any]:
+    """Secret recall on CredSweeper positives and FPs on its negative files.
+
+    With ``tools``, detect-secrets and CredSweeper are scored the same way (note:
+    the gold findings are CredSweeper's own test output, so it scores itself).
+    """
     expected = json.loads((folder / "expected_output.json").read_text())
     samples = folder / "samples"
     wanted: dict[str, list[tuple[str, str]]] = defaultdict(list)
@@ -244,11 +378,16 @@ def eval_credsweeper(redactor: Any, folder: Path) -> dict[str, Any]:
     files = sorted(p for p in samples.iterdir() if p.is_file())
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
     results = redactor.redact_batch([("tool_output", t) for t in texts], "eval")
+    others = _secret_tools(files, tools)
     per_rule: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    parts: dict[str, dict[str, dict[str, int]]] = {
+        part: defaultdict(_secret_row) for part in PARTS
+    }
     caught = total = 0
     missed: list[dict[str, str]] = []
     neg_files = neg_with_fp = neg_findings = 0
     for path, redaction in zip(files, results, strict=True):
+        part = part_of(path.name)
         seen: set[str] = set()
         for rule, value in wanted.get(path.name, []):
             if value in seen:
@@ -256,10 +395,17 @@ def eval_credsweeper(redactor: Any, folder: Path) -> dict[str, Any]:
             seen.add(value)
             total += 1
             per_rule[rule][1] += 1
-            if value not in redaction.text:
+            ok = value not in redaction.text
+            parts[part]["ours"]["positives"] += 1
+            parts[part]["ours"]["caught"] += ok
+            for tool, reported in others.items():
+                if not isinstance(reported, str):
+                    parts[part][tool]["positives"] += 1
+                    parts[part][tool]["caught"] += found_value(value, reported[path])
+            if ok:
                 caught += 1
                 per_rule[rule][0] += 1
-            else:
+            elif part == "dev":
                 missed.append({"file": path.name, "rule": rule, "value": value[:60]})
         if _NEGATIVE_FILE.search(path.name):
             neg_files += 1
@@ -271,6 +417,13 @@ def eval_credsweeper(redactor: Any, folder: Path) -> dict[str, Any]:
             ]
             neg_findings += len(fps)
             neg_with_fp += bool(fps)
+            if not gold_values:
+                parts[part]["ours"]["neg_files"] += 1
+                parts[part]["ours"]["neg_files_flagged"] += bool(fps)
+                for tool, reported in others.items():
+                    if not isinstance(reported, str):
+                        parts[part][tool]["neg_files"] += 1
+                        parts[part][tool]["neg_files_flagged"] += bool(reported[path])
     return {
         "positives": total,
         "caught": caught,
@@ -278,9 +431,18 @@ def eval_credsweeper(redactor: Any, folder: Path) -> dict[str, Any]:
         "negative_files": neg_files,
         "negative_files_with_findings": neg_with_fp,
         "negative_findings": neg_findings,
+        "parts": {part: _finish(dict(rows)) for part, rows in parts.items()},
+        "tools": {k: v if isinstance(v, str) else "ok" for k, v in others.items()},
         "per_rule": {k: {"caught": v[0], "total": v[1]} for k, v in per_rule.items()},
         "missed": missed,
     }
+
+
+def found_value(value: str, reported: list[str]) -> bool:
+    """Whether another tool's reported values cover the gold ``value``."""
+    from eval.baselines import found  # noqa: PLC0415
+
+    return found(value, reported)
 
 
 def _secret_types() -> frozenset[str]:
@@ -289,19 +451,42 @@ def _secret_types() -> frozenset[str]:
     return SECRET_TYPES
 
 
-def eval_detect_secrets(redactor: Any, folder: Path) -> dict[str, Any]:
+def eval_detect_secrets(
+    redactor: Any, folder: Path, tools: bool = False
+) -> dict[str, Any]:
     """Recall on detect-secrets test files whose baseline hashes we can resolve."""
     baseline = json.loads((folder / "baseline.file").read_text())
+    results = baseline.get("results", {})
+    all_files = sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file()
+        and p.name != "baseline.file"
+        and not p.name.startswith("LICENSE")
+    )
+    others = _secret_tools(all_files, tools)
+    parts: dict[str, dict[str, dict[str, int]]] = {
+        part: defaultdict(_secret_row) for part in PARTS
+    }
     total = caught = 0
     details = []
-    for name, entries in baseline.get("results", {}).items():
-        path = folder / name
-        if not path.is_file():
-            continue
+    fp_files = {}
+    for path in all_files:
+        part = part_of(path.name)
         text = path.read_text(encoding="utf-8", errors="replace")
+        redaction = redactor.redact_text(text, "eval", "tool_output")
+        if path.name not in results:  # no secrets here: findings are FPs
+            fp_files[path.name] = len(redaction.findings)
+            rows = parts[part]
+            rows["ours"]["neg_files"] += 1
+            rows["ours"]["neg_files_flagged"] += bool(redaction.findings)
+            for tool, reported in others.items():
+                if not isinstance(reported, str):
+                    rows[tool]["neg_files"] += 1
+                    rows[tool]["neg_files_flagged"] += bool(reported[path])
+            continue
         lines = text.splitlines()
-        redacted = redactor.redact_text(text, "eval", "tool_output").text
-        for entry in entries:
+        for entry in results[path.name]:
             line_no = entry["line_number"]
             if not 0 < line_no <= len(lines):
                 continue
@@ -309,26 +494,30 @@ def eval_detect_secrets(redactor: Any, folder: Path) -> dict[str, Any]:
             if value is None:
                 continue
             total += 1
-            ok = value not in redacted
+            ok = value not in redaction.text
             caught += ok
+            parts[part]["ours"]["positives"] += 1
+            parts[part]["ours"]["caught"] += ok
+            for tool, reported in others.items():
+                if not isinstance(reported, str):
+                    parts[part][tool]["positives"] += 1
+                    parts[part][tool]["caught"] += found_value(value, reported[path])
             details.append(
-                {"file": name, "line": line_no, "type": entry["type"], "caught": ok}
+                {
+                    "file": path.name,
+                    "line": line_no,
+                    "type": entry["type"],
+                    "caught": ok,
+                }
             )
-    # files without baseline entries: findings there are false positives
-    fp_files = {}
-    for path in sorted(folder.iterdir()):
-        if path.name in baseline.get("results", {}) or path.name.startswith("LICENSE"):
-            continue
-        if path.name == "baseline.file" or not path.is_file():
-            continue
-        found = redactor.redact_text(path.read_text(errors="replace"), "eval").findings
-        fp_files[path.name] = len(found)
     return {
         "resolved_positives": total,
         "caught": caught,
         "recall": round(caught / total, 4) if total else float("nan"),
         "details": details,
         "findings_in_files_without_secrets": fp_files,
+        "parts": {part: _finish(dict(rows)) for part, rows in parts.items()},
+        "tools": {k: v if isinstance(v, str) else "ok" for k, v in others.items()},
     }
 
 
@@ -346,20 +535,33 @@ def _unhash(line: str, sha1: str) -> str | None:
 # ---------------------------------------------------------------------- main
 
 
-def run(corpora: Path, policy: str | None, held_out: bool) -> dict[str, Any]:
-    """Every measurement as one JSON-able dict."""
+def run(
+    corpora: Path, policy: str | None, held_out: bool, quick: bool = False
+) -> dict[str, Any]:
+    """Every measurement as one JSON-able dict (``quick``: no comparison columns)."""
     started = time.perf_counter()
     redactor = _redactor(policy)
     report: dict[str, Any] = {
         "policy_version": redactor.policy_version,
         "setup_seconds": round(time.perf_counter() - started, 2),
+        "quick": quick,
     }
+    comparators: dict[str, Any] = {}
+    if not quick:
+        from eval.baselines import plain_presidio  # noqa: PLC0415
+
+        comparators = {
+            "no_filter": True,
+            "presidio": plain_presidio(
+                set(GOLD_MAP.values()), redactor.policy.pii.ner_model
+            ),
+        }
     synth = corpora / "presidio-research-synth-pii"
     fixtures = corpora / "presidio-test-fixtures"
     wnut = corpora / "wnut17-emerging-entities-conll"
     if (synth / "generated_small.json").exists():
         report["dev_generated_small"] = eval_presidio_json(
-            redactor, synth / "generated_small.json"
+            redactor, synth / "generated_small.json", comparators
         )
     if (fixtures / "context_sentences_tests.txt").exists():
         report["presidio_context_sentences"] = eval_context_sentences(
@@ -368,24 +570,47 @@ def run(corpora: Path, policy: str | None, held_out: bool) -> dict[str, Any]:
     if (fixtures / "demo.txt").exists():
         report["presidio_demo"] = eval_demo(redactor, fixtures)
     if (wnut / "emerging.dev.conll").exists():
-        report["wnut17_dev"] = eval_wnut(redactor, wnut / "emerging.dev.conll")
+        report["wnut17_dev"] = eval_wnut(
+            redactor, wnut / "emerging.dev.conll", comparators
+        )
     creds = corpora / "credsweeper-secret-samples"
     if (creds / "expected_output.json").exists():
-        report["credsweeper"] = eval_credsweeper(redactor, creds)
+        report["credsweeper"] = eval_credsweeper(redactor, creds, tools=not quick)
     ds = corpora / "detect-secrets-test-data"
     if (ds / "baseline.file").exists():
-        report["detect_secrets"] = eval_detect_secrets(redactor, ds)
+        report["detect_secrets"] = eval_detect_secrets(redactor, ds, tools=not quick)
+    report["technical_text"] = _technical(redactor, corpora, quick)
     if held_out:
         if (synth / "synth_dataset_v2.json").exists():
             report["HELD_OUT_synth_dataset_v2"] = eval_presidio_json(
-                redactor, synth / "synth_dataset_v2.json"
+                redactor, synth / "synth_dataset_v2.json", comparators
             )
         if (wnut / "emerging.test.annotated").exists():
             report["HELD_OUT_wnut17_test"] = eval_wnut(
-                redactor, wnut / "emerging.test.annotated"
+                redactor, wnut / "emerging.test.annotated", comparators
             )
     report["seconds"] = round(time.perf_counter() - started, 2)
     return report
+
+
+def _technical(redactor: Any, corpora: Path, quick: bool) -> dict[str, Any]:
+    """Placeholder rate on technical text, with and (unless quick) without filter."""
+    from eval import technical  # noqa: PLC0415
+    from pipelines.redact import technical as tech_filter  # noqa: PLC0415
+
+    texts = technical.technical_texts(corpora)
+    names = technical.load_true_names()
+    out = {"filtered": technical.measure(redactor, texts, names)}
+    if not quick:
+        original = tech_filter.drop_technical
+        redactor._cache.clear()  # noqa: SLF001
+        try:
+            tech_filter.drop_technical = lambda _text, dets: list(dets)
+            out["no_filter"] = technical.measure(redactor, texts, names)
+        finally:
+            tech_filter.drop_technical = original
+            redactor._cache.clear()  # noqa: SLF001
+    return out
 
 
 def _print_table(title: str, table: dict[str, dict[str, Any]]) -> None:
@@ -399,6 +624,47 @@ def _print_table(title: str, table: dict[str, dict[str, Any]]) -> None:
         )
 
 
+def _fmt(value: Any) -> str:
+    return f"{value:>7.3f}" if isinstance(value, float | int) else f"{'-':>7}"
+
+
+def _print_parts(title: str, result: dict[str, Any]) -> None:
+    """One line per part and type: ours (and comparisons) recall/prec/survival."""
+    columns = [k for k in ("ours", "ours_no_filter", "presidio") if k in result]
+    print(f"\n{title}  (rec/prec/surv = recall, precision, verbatim survival)")
+    header = "".join(f"{c:>24}" for c in columns)
+    print(f"  {'part':<8}{'type':<15}{'n':>5}{header}")
+    for part in PARTS:
+        labels = list(result["ours"][part])
+        for label in labels:
+            row = result["ours"][part][label]
+            cells = []
+            for col in columns:
+                table = result[col]
+                if isinstance(table, str):
+                    cells.append(f"{table[:23]:>24}")
+                    continue
+                r = table[part].get(label, {})
+                cells.append(
+                    f"{_fmt(r.get('recall'))}/{_fmt(r.get('precision'))[1:]}/"
+                    f"{_fmt(r.get('survival'))[1:]}".rjust(24)
+                )
+            print(f"  {part:<8}{label:<15}{row['support']:>5}{''.join(cells)}")
+
+
+def _print_secret_parts(title: str, result: dict[str, Any]) -> None:
+    tools = ", ".join(f"{k}: {v}" for k, v in result.get("tools", {}).items())
+    print(f"\n{title}  {('(' + tools + ')') if tools else ''}")
+    print(f"  {'part':<8}{'detector':<16}{'recall':>8}{'found':>8}{'neg flagged':>14}")
+    for part, rows in result["parts"].items():
+        for name, row in rows.items():
+            print(
+                f"  {part:<8}{name:<16}{row['recall']:>8.3f}"
+                f"{row['caught']:>4}/{row['positives']:<3}"
+                f"{row['neg_files_flagged']:>14}/{row['neg_files']}"
+            )
+
+
 def print_report(report: dict[str, Any]) -> None:
     """Human-readable summary of ``run``'s output."""
     print(
@@ -407,10 +673,7 @@ def print_report(report: dict[str, Any]) -> None:
     )
     for key in ("dev_generated_small", "HELD_OUT_synth_dataset_v2"):
         if key in report:
-            _print_table(
-                f"{key} (span overlap; 'any' = covered by any placeholder)",
-                report[key]["per_type"],
-            )
+            _print_parts(f"{key} (span overlap)", report[key])
     if "presidio_demo" in report:
         _print_table("presidio demo.txt", report["presidio_demo"]["per_type"])
     if "presidio_context_sentences" in report:
@@ -418,7 +681,7 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"\npresidio context sentences: {ctx['found']}/{ctx['cases']} found")
     for key in ("wnut17_dev", "HELD_OUT_wnut17_test"):
         if key in report:
-            _print_table(f"{key} (PERSON/LOCATION only)", report[key]["per_type"])
+            _print_parts(f"{key} (PERSON/LOCATION only)", report[key])
     if "credsweeper" in report:
         cs = report["credsweeper"]
         print(
@@ -427,13 +690,23 @@ def print_report(report: dict[str, Any]) -> None:
             f"negative files with findings {cs['negative_files_with_findings']}/"
             f"{cs['negative_files']} ({cs['negative_findings']} findings)"
         )
+        _print_secret_parts("CredSweeper samples by part", cs)
     if "detect_secrets" in report:
         ds = report["detect_secrets"]
         print(
-            f"detect-secrets: recall {ds['recall']:.3f} ({ds['caught']}/"
+            f"\ndetect-secrets: recall {ds['recall']:.3f} ({ds['caught']}/"
             f"{ds['resolved_positives']} resolved baseline secrets); findings in "
             f"files without secrets: {ds['findings_in_files_without_secrets']}"
         )
+        _print_secret_parts("detect-secrets test files by part", ds)
+    if "technical_text" in report:
+        from eval.technical import print_rates  # noqa: PLC0415
+
+        tech = report["technical_text"]
+        print_rates(tech["filtered"])
+        if "no_filter" in tech:
+            print("  (without the technical-text filter:)")
+            print_rates(tech["no_filter"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,16 +726,21 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure the held-out sets (report only)",
     )
     parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="skip plain presidio, detect-secrets, CredSweeper and the no-filter run",
+    )
+    parser.add_argument(
         "--show-errors",
         action="store_true",
-        help="print dev-set misses and false positives",
+        help="print dev-part misses and false positives",
     )
     args = parser.parse_args(argv)
     corpora = args.corpora or default_corpora()
     if corpora is None or not corpora.is_dir():
         print("no corpora folder found; pass --corpora", file=sys.stderr)
         return 2
-    report = run(corpora, args.policy, args.held_out)
+    report = run(corpora, args.policy, args.held_out, args.quick)
     print_report(report)
     if args.show_errors and "dev_generated_small" in report:
         dev = report["dev_generated_small"]

@@ -17,7 +17,6 @@ unless ``skip_missing``; then every session they fed keeps its current rows.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
@@ -32,9 +31,16 @@ from jobs.nightly import (
 )
 from jobs.version import code_version
 from pipelines.config import JobConfig
-from pipelines.ingest.landing import LandingItem, discover, sha256_file
+from pipelines.ingest.landing import (
+    LandingItem,
+    check_entry,
+    discover,
+    landing_identity,
+    sha256_file,
+)
 from schemas.backfill import BackfillChange
 from warehouse.catalog import Warehouse, WarehouseError
+from warehouse.concurrency import attempt_lock, new_attempt
 
 Progress = Callable[[str], None]
 
@@ -78,18 +84,23 @@ class BackfillResult:
 
 def stored_files(wh: Warehouse) -> list[StoredFile]:
     """Every processed landing file with the landing roots its runs recorded."""
+    # Entries with no bytes (refused FIFOs, broken or escaping symlinks: see
+    # docs/landing.md; empty files) fed no session: nothing to re-derive.
     rows = wh.query(
         "SELECT lf.file_hash, lf.path, lf.tenant_id, r.started_at, r.config "
         "FROM landing_files lf JOIN runs r USING (run_id) "
         "WHERE lf.status = 'processed' AND r.status = 'committed' "
+        "AND NOT (lf.size_bytes = 0 AND lf.records_out = 0) "
         "ORDER BY r.started_at"
     ).fetchall()
-    files: dict[str, StoredFile] = {}
+    # One file per landing identity: the same bytes under two tenants are two.
+    files: dict[tuple[str, str], StoredFile] = {}
     for file_hash, path, tenant, started, config in rows:
         landing = json.loads(config or "{}").get("landing")
-        found = files.get(file_hash)
+        found = files.get((file_hash, path))
         if found is None:
-            found = files[file_hash] = StoredFile(file_hash, path, tenant, started, ())
+            found = StoredFile(file_hash, path, tenant, started, ())
+            files[(file_hash, path)] = found
         if landing and landing not in found.landings:
             found.landings = (*found.landings, landing)
     return list(files.values())
@@ -139,13 +150,18 @@ def locate(stored: StoredFile, landings: Sequence[str]) -> LandingItem | None:
     recorded relative path first, then by scanning for the hash)."""
     for root in landings:
         candidate = Path(root) / stored.path
-        if candidate.is_file() and sha256_file(candidate) == stored.file_hash:
+        # Never hash what lies outside the root or is not a regular file.
+        if (
+            check_entry(candidate, Path(root).resolve()) is None
+            and sha256_file(candidate) == stored.file_hash
+        ):
             return _item(candidate, stored)
+    identity = landing_identity(stored.path, stored.file_hash)
     for root in landings:
         if not Path(root).is_dir():
             continue
         for item in discover(root, stored.tenant_id).items:
-            if item.file_hash == stored.file_hash:
+            if not item.refusal and item.landing_id == identity:
                 return item
     return None
 
@@ -181,7 +197,7 @@ def plan_backfill(
     edges = session_graph(wh)
     in_scope, sessions = close_over_sessions(seeds, edges)
     chosen = [f for f in files if (f.tenant_id, f.path) in in_scope]
-    located: dict[str, LandingItem] = {}
+    located: dict[tuple[str, str], LandingItem] = {}
     missing: list[StoredFile] = []
     for stored in chosen:
         roots = [str(landing)] if landing else list(stored.landings)
@@ -189,7 +205,7 @@ def plan_backfill(
         if item is None:
             missing.append(stored)
         else:
-            located[stored.file_hash] = item
+            located[(stored.file_hash, stored.path)] = item
     if missing and not skip_missing:
         names = ", ".join(sorted(m.path for m in missing)[:5])
         raise MissingLandingFilesError(
@@ -205,7 +221,11 @@ def plan_backfill(
         sessions -= lost_sessions
         chosen = [f for f in chosen if (f.tenant_id, f.path) not in lost]
         plan.missing = sorted(m.path for m in missing)
-    plan.items = [located[f.file_hash] for f in chosen if f.file_hash in located]
+    plan.items = [
+        located[(f.file_hash, f.path)]
+        for f in chosen
+        if (f.file_hash, f.path) in located
+    ]
     plan.sessions = sorted(sessions)
     return plan
 
@@ -263,9 +283,9 @@ def run_backfill(
         code_version=code_version(),
         max_record_bytes=policy.limits.max_record_bytes,
         key_file=str(key_file) if key_file else None,
+        attempt=new_attempt(),  # staging per attempt (jobs.nightly)
     )
     result.run_id = config.run_id
-    shutil.rmtree(config.staging_dir, ignore_errors=True)
     key = load_key(Path(key_file) if key_file else None)
     runner = _runner_name(beam_args)
     progress(
@@ -279,7 +299,10 @@ def run_backfill(
         now=now or datetime.now(UTC),
     )
     try:
-        with beam.Pipeline(options=PipelineOptions(list(beam_args))) as pipeline:
+        with (
+            attempt_lock(config.staging_dir),
+            beam.Pipeline(options=PipelineOptions(list(beam_args))) as pipeline,
+        ):
             build_batch_graph(
                 pipeline,
                 plan.items,

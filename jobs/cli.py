@@ -88,6 +88,31 @@ FormatOpt = Annotated[
 ]
 
 
+AllowWeakKeyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-weak-key",
+        help="Accept a pseudonym key under 32 bytes or a key file group/others "
+        "can read, with a warning (docs/security.md).",
+    ),
+]
+
+
+def _allow_weak_key(allow: bool) -> None:
+    """Let ``pipelines.redact.keys.load_key`` accept weak keys in this process
+    and in the Beam workers it starts (they inherit the environment)."""
+    if allow:
+        from pipelines.redact.keys import ALLOW_WEAK_ENV
+
+        os.environ[ALLOW_WEAK_ENV] = "1"
+
+
+@app.callback()
+def _options(allow_weak_key: AllowWeakKeyOpt = False) -> None:
+    """Options for every command: ``ctxledger --allow-weak-key nightly ...``."""
+    _allow_weak_key(allow_weak_key)
+
+
 def _fail(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code=1)
@@ -133,6 +158,7 @@ def nightly(
         Path | None,
         typer.Option(help="Documents folder of the evidence stage (docs/evidence.md)."),
     ] = None,
+    allow_weak_key: AllowWeakKeyOpt = False,
 ) -> None:
     """Ingest and redact new landing files; commit them as one snapshot.
 
@@ -146,6 +172,7 @@ def nightly(
             _fail(
                 f"unknown --format {source_format!r}; choose from {', '.join(FORMATS)}"
             )
+    _allow_weak_key(allow_weak_key)
     started = time.monotonic()
     with console.status("starting", spinner="dots") as status:
         result = run_nightly(
@@ -334,27 +361,67 @@ def sql(
     ] = None,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="Open the lake read-write with full file access (maintenance).",
+        ),
+    ] = False,
 ) -> None:
     """Run SQL against the warehouse (tables are in the default schema).
 
+    Read-only by default (docs/security.md): no writes, no files but the lake's
+    own data files, no ATTACH/LOAD/SET; ``--write`` for maintenance.
     Time travel: ``--snapshot N`` or ``SELECT ... FROM messages AT (VERSION => N)``.
     """
+    import tempfile
+
+    import duckdb
+    from rich.markup import escape
+
     if output not in {"table", "csv", "json"}:
         _fail("--output must be table, csv or json")
+    if write and snapshot is not None:
+        _fail("--write and --snapshot exclude each other (a snapshot is read-only)")
     statements = (
         [query] if query else [s for s in sys.stdin.read().split(";\n") if s.strip()]
     )
-    with Warehouse.open(
-        warehouse, catalog=catalog, data_path=data_path, snapshot=snapshot
-    ) as wh:
+    from warehouse.sql_access import lake_files, lock_down, refusal
+
+    with (
+        tempfile.TemporaryDirectory(prefix="ctxledger-sql-") as spill,
+        Warehouse.open(
+            warehouse, catalog=catalog, data_path=data_path, snapshot=snapshot,
+            read_only=not write,
+        ) as wh,
+    ):  # fmt: skip
         from warehouse.evidence_api import install_macros
 
-        install_macros(wh.connection())  # evidence_search(...) and friends
+        con = wh.connection()
+        try:
+            install_macros(con)  # evidence_search(...) and friends
+            if not write:
+                lock_down(con, lake_files(con, wh.data_path), spill)
+        except duckdb.Error as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            _fail(escape(f"opening the SQL console: {type(exc).__name__}: {first}"))
         for statement in statements:
-            relation = wh.query(statement)
-            if relation is None:
-                continue
-            _print_relation(relation, output)
+            reason = None if write else refusal(con, statement)
+            if reason:
+                _fail(escape(reason))
+            try:
+                relation = wh.query(statement)
+                if relation is not None:
+                    _print_relation(relation, output)
+            except duckdb.Error as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                hint = (
+                    " (the lake is open read-only; --write for maintenance)"
+                    if not write and ("read-only" in first or "Permission" in first)
+                    else ""
+                )
+                _fail(escape(f"{type(exc).__name__}: {first}{hint}"))
 
 
 def _print_relation(relation, output: str) -> None:

@@ -1,9 +1,11 @@
 """``ctxledger forget --tenant T --subject S``: erase one subject, history included.
 
 The cascade lives in ``warehouse.memory_api.erase_subject`` (memories, rejections,
-consent events, the subject's sessions and everything derived from them, then
-snapshot expiry, file cleanup and catalog compaction); this job runs it and
-renders the receipt. Run it with no nightly job writing to the same warehouse.
+consent events, the subject's sessions and everything derived from them, the
+dead letters attributable to the subject with every quarantined copy of their
+raw bytes, ``staging/``, then snapshot expiry, file cleanup and catalog
+compaction; docs/security.md); this job runs it and renders the receipt. Run it
+with no nightly job writing to the same warehouse.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ the run's own snapshot, or as a ``retention`` run when nothing is new.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,12 +19,13 @@ from pathlib import Path
 
 from jobs.version import code_version
 from pipelines.config import JobConfig
-from pipelines.ingest.landing import Discovery, discover
+from pipelines.ingest.landing import Discovery, KnownFiles, discover
+from pipelines.ingest.landing import new_items as unseen_items
 from schemas import RunManifest, content_hash
 from schemas.arrow import to_table
 from warehouse.catalog import Warehouse
 from warehouse.catalog_url import catalog_location
-from warehouse.concurrency import retry_on_conflict
+from warehouse.concurrency import attempt_lock, new_attempt, retry_on_conflict
 
 Progress = Callable[[str], None]
 
@@ -84,7 +84,7 @@ def run_nightly(
     from pipelines.memory.inputs import new_inputs
     from pipelines.redact.keys import load_key
     from schemas.policy import load_policy
-    from warehouse.memory_api import known_input_hashes
+    from warehouse.memory_api import known_input_files
 
     started_at = datetime.now(UTC)
     policy = load_policy(policy_file)
@@ -96,18 +96,15 @@ def run_nightly(
     with Warehouse.open(
         warehouse, create=True, catalog=catalog, data_path=data_path
     ) as wh:
-        known = wh.processed_hashes()
-        known_inputs = known_input_hashes(wh)
+        known = KnownFiles.from_rows(wh.processed_files())
+        known_inputs = KnownFiles.from_rows(known_input_files(wh))
     memory_inputs = new_inputs(consent, system_records, default_tenant, known_inputs)
     new_docs = _new_documents(
         docs, default_tenant, policy, warehouse, catalog, data_path
     )
-    new_items = [item for item in found.items if item.file_hash not in known]
-    # The same bytes under two names are one file: keep the first path.
-    unique: dict[str, object] = {}
-    for item in new_items:
-        unique.setdefault(item.file_hash, item)
-    new_items = list(unique.values())
+    # Landing identity = tenant folder + subject folder + bytes: the same bytes
+    # under two tenants are two files; under two names of one tenant, one file.
+    new_items = unseen_items(found.items, known)
     result = NightlyResult(
         run_id=None,
         discovery=found,
@@ -128,9 +125,9 @@ def run_nightly(
         run_id=run_id_for(
             "nightly",
             policy.policy_version,
-            [i.file_hash for i in new_items]
-            + [i.file_hash for i in memory_inputs]
-            + [i.file_hash for i in new_docs],
+            [i.landing_id for i in new_items]
+            + [i.landing_id for i in memory_inputs]
+            + [i.landing_id for i in new_docs],
         ),
         landing=str(Path(landing).resolve()),
         warehouse=str(warehouse),
@@ -150,6 +147,7 @@ def run_nightly(
         llm_endpoint=llm_endpoint,
         llm_model=llm_model,
         docs=str(Path(docs).resolve()) if docs else None,
+        attempt=new_attempt(),
     )
     result.run_id = config.run_id
     # Beam and the graph (models, presidio: seconds of imports) only load once
@@ -158,14 +156,24 @@ def run_nightly(
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.graph import build_batch_graph
+    from pipelines.models import local_workers, sized_worker_threads
 
-    shutil.rmtree(config.staging_dir, ignore_errors=True)
     key = load_key(Path(key_file) if key_file else None)
     runner = _runner_name(beam_args)
     progress(f"run {config.run_id}: {len(new_items)} new file(s) on {runner}")
     options = PipelineOptions(list(beam_args))
     try:
-        with beam.Pipeline(options=options) as pipeline:
+        # Staging is per attempt (``staging/<run_id>-<attempt>/``), locked while
+        # this process lives: an overlapping nightly over the same files (same
+        # run id) stages its own shards, the commit lock serialises the two
+        # commits and the loser's de-duplicating inserts add nothing; a killed
+        # attempt's folder is recognised as dead at once (docs/retention.md).
+        # Each local worker gets cores / workers threads (docs/scale_out.md).
+        with (
+            attempt_lock(config.staging_dir),
+            sized_worker_threads(local_workers(beam_args)),
+            beam.Pipeline(options=options) as pipeline,
+        ):
             build_batch_graph(
                 pipeline,
                 new_items,
@@ -196,12 +204,12 @@ def _new_documents(docs, default_tenant, policy, warehouse, catalog, data_path):
     if not docs:
         return []
     from pipelines.evidence.landing import discover_documents
-    from warehouse.evidence_api import processed_document_hashes
+    from warehouse.evidence_api import processed_document_files
 
     found = discover_documents(docs, default_tenant, policy.evidence.documents.suffixes)
-    known = processed_document_hashes(warehouse, catalog, data_path)
-    fresh = {i.file_hash: i for i in found.items if i.file_hash not in known}
-    return list(fresh.values())
+    stored = processed_document_files(warehouse, catalog, data_path)
+    known = KnownFiles.from_rows(stored)
+    return unseen_items(found.items, known)
 
 
 def _retention_only(warehouse, policy, catalog, data_path):

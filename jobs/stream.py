@@ -35,12 +35,13 @@ from pathlib import Path
 from jobs.nightly import load_run, record_failed_run, run_id_for
 from jobs.version import code_version
 from pipelines.config import JobConfig
-from pipelines.ingest.landing import LandingItem
+from pipelines.ingest.landing import KnownFiles, LandingItem
 from pipelines.stream.source import FolderWatcher, LandingSource
 from pipelines.stream.windows import MicroBatch, Picked, take_due, to_micros
 from schemas import RunManifest
 from warehouse.catalog import Warehouse
 from warehouse.catalog_url import catalog_location
+from warehouse.concurrency import attempt_lock, new_attempt
 
 JOB = "stream"
 #: Errors that mean "another process holds the catalog or won a commit race":
@@ -256,7 +257,7 @@ class StreamJob:
         self.progress = progress
         self.on_commit = on_commit
         self.pending: list[Picked] = []
-        self.known: set[str] = set()
+        self.known = KnownFiles()
         self.result = StreamResult()
 
     # -- the loop ------------------------------------------------------------------
@@ -272,7 +273,7 @@ class StreamJob:
         self.progress(
             f"watching {self.landing} every {self.poll_seconds:g}s, "
             f"{self.size_us / 1_000_000:g}s windows; {len(self.known)} committed "
-            "file hash(es) known"
+            "file(s) known"
         )
         inflight: _Commit | None = None
         final = False  # the drain's last micro-batch was taken
@@ -318,18 +319,19 @@ class StreamJob:
             self.warehouse, create=True, catalog=self.catalog, data_path=self.data_path
         )
 
-    def _committed_hashes(self) -> set[str]:
+    def _committed_hashes(self) -> KnownFiles:
+        """Landing identities already committed (tenant + subject folder + bytes)."""
         with self._open() as wh:
-            return wh.processed_hashes()
+            return KnownFiles.from_rows(wh.processed_files())
 
     def _pick(self) -> None:
         now = to_micros(self.clock())
-        waiting = {p.item.file_hash for p in self.pending}
+        waiting = {p.item.landing_id for p in self.pending}
         for item in self.source.poll():
-            if item.file_hash in self.known or item.file_hash in waiting:
+            if item in self.known or item.landing_id in waiting:
                 self.result.skipped_known += 1
                 continue
-            waiting.add(item.file_hash)
+            waiting.add(item.landing_id)
             self.pending.append(Picked(item, now))
 
     # -- one micro-batch -----------------------------------------------------------
@@ -337,7 +339,7 @@ class StreamJob:
         return JobConfig(
             job=JOB,
             run_id=run_id_for(
-                JOB, self.policy.policy_version, [i.file_hash for i in items]
+                JOB, self.policy.policy_version, [i.landing_id for i in items]
             ),
             landing=str(self.landing),
             warehouse=str(self.warehouse),
@@ -350,6 +352,7 @@ class StreamJob:
             code_version=code_version(),
             max_record_bytes=self.policy.limits.max_record_bytes,
             key_file=str(self.key_file) if self.key_file else None,
+            attempt=new_attempt(),  # staging per attempt (jobs.nightly)
         )
 
     def _start(self, batch: MicroBatch) -> _Commit:
@@ -359,7 +362,7 @@ class StreamJob:
             f"micro-batch {index}: {len(batch.items)} file(s), run {config.run_id}"
         )
         # Hashes in flight count as known: a copy picked meanwhile is skipped.
-        self.known.update(batch.file_hashes)
+        self.known.add(batch.items)
         commit = _Commit(self, index, batch, config)
         commit.start()
         return commit
@@ -416,8 +419,12 @@ class StreamJob:
         done = self._load(config.run_id)
         if done is not None and done.snapshot_id is not None:
             return done
+        # A retry of this attempt starts from an empty staging folder.
         shutil.rmtree(config.staging_dir, ignore_errors=True)
-        with beam.Pipeline(options=PipelineOptions(self.beam_args)) as pipeline:
+        with (
+            attempt_lock(config.staging_dir),
+            beam.Pipeline(options=PipelineOptions(self.beam_args)) as pipeline,
+        ):
             build_batch_graph(
                 pipeline,
                 list(batch.items),

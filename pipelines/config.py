@@ -43,6 +43,9 @@ class JobConfig(BaseModel):
     #: Memory stage: optional OpenAI-compatible chat-completions extractor.
     llm_endpoint: str | None = None
     llm_model: str | None = None
+    #: This attempt of the run (``warehouse.concurrency.new_attempt``): names its
+    #: staging folder, so two overlapping attempts of one run id never share one.
+    attempt: str = ""
 
     @field_serializer("catalog")
     def _catalog_without_password(self, catalog: str | None) -> str | None:
@@ -52,7 +55,8 @@ class JobConfig(BaseModel):
 
     @property
     def staging_dir(self) -> str:
-        return f"{self.warehouse}/staging/{self.run_id}"
+        suffix = f"-{self.attempt}" if self.attempt else ""
+        return f"{self.warehouse}/staging/{self.run_id}{suffix}"
 
     def open_warehouse(self) -> Warehouse:
         """The run's warehouse (created if missing), on its catalog and data path."""

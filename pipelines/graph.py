@@ -59,7 +59,8 @@ def build_batch_graph(
     ingested = (
         pipeline
         | "ListLandingFiles" >> beam.Create(items, reshuffle=False)
-        | "IngestTranscripts" >> IngestTranscripts(config)
+        | "IngestTranscripts"
+        >> IngestTranscripts(config, policy.memory.subject_metadata_key)
     )
     redacted = ingested.sessions | "RedactPII" >> RedactPII(config, policy, key)
     dead_letters = [ingested.dead_letter, redacted.dead_letter]

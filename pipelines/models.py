@@ -1,32 +1,150 @@
-"""Models loaded once per process and shared by every stage that uses them.
+"""Models loaded once per process and shared by every stage that uses them, and
+the thread budget each worker process gives them.
 
 The memory classifier and the evidence embedder both use MiniLM; a job's stages
 (and a stream's micro-batches) would otherwise each load it again (seconds of
 every run). Models are only used for inference after loading (``eval()``, no
 weights changed; bf16 runs under autocast), so one instance serves all callers.
+
+Threads: torch, OpenMP/MKL/OpenBLAS (numpy, spaCy's thinc) and tokenizers each
+default to one thread per core *per process*. With Beam's multi-process
+DirectRunner (``--direct_num_workers=N --direct_running_mode=multi_processing``)
+N workers then run N x cores spinning threads on the cores (measured: the
+nightly became 4x slower on 2 cores). So the launcher sizes every worker to
+``cores // workers`` threads (``threads_per_worker``) through the environment
+the worker processes inherit (``worker_thread_env``: OpenMP reads it before
+its pool starts), and ``sentence_model`` also sets torch's pool from it, for
+workers that share one process (``multi_threading``) where torch may already
+be initialised. No torch or Beam import here until a model loads.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 _MODELS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
+#: Set by the launcher for its workers: threads each worker process may use.
+WORKER_THREADS_ENV = "CTXLEDGER_WORKER_THREADS"
+#: Thread-pool sizes read by OpenMP (torch), MKL, OpenBLAS (numpy, thinc).
+THREAD_POOL_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: Runners whose workers share the launcher's machine (and its cores).
+_LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner")
 
-def sentence_model(path: str) -> Any:
-    """The ``SentenceTransformer`` at local ``path`` on the CPU, loaded once."""
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity: ``taskset``, container
+    cpusets), else all of the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_per_worker(cores: int | None, workers: int) -> int:
+    """Threads one worker process may use: its share of the cores, at least 1."""
+    return max(1, (cores or 1) // max(1, workers))
+
+
+def _flag(beam_args: Sequence[str], name: str) -> str | None:
+    """The value of ``--name=value`` or ``--name value`` (the last one wins, as
+    in Beam's argparse); None when absent."""
+    value = None
+    flag = f"--{name}"
+    for index, arg in enumerate(beam_args):
+        if arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+        elif arg == flag and index + 1 < len(beam_args):
+            value = beam_args[index + 1]
+    return value
+
+
+def local_workers(beam_args: Sequence[str], cores: int | None = None) -> int:
+    """Beam worker processes (or threads) that share this machine's cores.
+
+    ``--direct_num_workers=N`` of the DirectRunner in ``multi_processing`` or
+    ``multi_threading`` mode (0 means one per core, as in Beam); 1 for the
+    default in-memory mode and for remote runners, whose workers run on their
+    own machines.
+    """
+    runner = _flag(beam_args, "runner") or "DirectRunner"
+    if runner.rsplit(".", 1)[-1] not in _LOCAL_RUNNERS:
+        return 1
+    mode = _flag(beam_args, "direct_running_mode") or "in_memory"
+    if mode not in ("multi_processing", "multi_threading"):
+        return 1
+    raw = _flag(beam_args, "direct_num_workers")
+    try:
+        workers = int(raw) if raw is not None else 1
+    except ValueError:
+        return 1
+    if workers == 0:
+        workers = cores or available_cores()
+    return max(1, workers)
+
+
+def worker_thread_env(
+    threads: int, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Environment variables that limit a worker to ``threads`` threads.
+
+    A pool size the user set explicitly is kept (their machine, their call);
+    tokenizers' own pool is switched off (workers already run in parallel).
+    """
+    environ = os.environ if environ is None else environ
+    wanted = {WORKER_THREADS_ENV: str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    wanted.update(dict.fromkeys(THREAD_POOL_ENVS, str(threads)))
+    return {k: v for k, v in wanted.items() if k not in environ}
+
+
+@contextmanager
+def sized_worker_threads(workers: int) -> Iterator[dict[str, str]]:
+    """While a pipeline runs with ``workers`` local workers, export their thread
+    budget (``worker_thread_env``) for the worker processes Beam starts;
+    restore the environment afterwards. One worker: nothing changes."""
+    added = {}
+    if workers > 1:
+        added = worker_thread_env(threads_per_worker(available_cores(), workers))
+        os.environ.update(added)
+    try:
+        yield added
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def worker_threads() -> int:
+    """The launcher's thread budget for this worker (0: none was set)."""
+    try:
+        return max(0, int(os.environ.get(WORKER_THREADS_ENV, "0")))
+    except ValueError:
+        return 0
+
+
+def sentence_model(path: str, threads: int = 0) -> Any:
+    """The ``SentenceTransformer`` at local ``path`` on the CPU, loaded once.
+
+    ``threads`` (else the launcher's ``worker_threads()``, else torch's
+    default) sizes torch's intra-op pool when the model first loads.
+    """
     with _LOCK:
         model = _MODELS.get(path)
         if model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            import torch  # noqa: PLC0415
             from sentence_transformers import SentenceTransformer  # noqa: PLC0415
             from transformers.utils import logging as hf_logging  # noqa: PLC0415
 
+            threads = threads or worker_threads()
+            if threads:
+                torch.set_num_threads(threads)
             hf_logging.disable_progress_bar()  # no bars in job output
             model = SentenceTransformer(path, device="cpu")
             model.eval()

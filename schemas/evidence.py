@@ -82,12 +82,30 @@ class DocumentSettings(_Strict):
 
 
 class ArtifactSettings(_Strict):
-    """Tool outputs (``artifacts`` rows) chunked as evidence kind ``tool_artifact``."""
+    """Tool outputs (``artifacts`` rows) chunked as evidence kind ``tool_artifact``.
 
-    acl: tuple[str, ...] = (ALL_GROUPS,)
+    A tool output belongs to the subject of the session that produced it (an
+    order history, an account lookup): search and ``pack`` serve it only to a
+    request for that same subject, or to a principal in one of
+    ``operator_groups`` (support staff who may look across subjects). There is
+    no tenant-wide ACL for artifacts; ``"*"`` is refused here for that reason.
+    """
+
+    #: Principal groups that see every tool artifact of their tenant.
+    operator_groups: tuple[str, ...] = ("operators",)
     trust: Trust = "untrusted"
     #: Longer outputs are cut to this many characters before chunking.
     max_chars: int = Field(default=200_000, ge=1_000)
+
+    @field_validator("operator_groups")
+    @classmethod
+    def _no_wildcard(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if ALL_GROUPS in value or any(not g for g in value):
+            raise ValueError(
+                "artifacts.operator_groups names groups; '*' (every principal) "
+                "would share one subject's tool outputs with the whole tenant"
+            )
+        return value
 
 
 class SearchSettings(_Strict):
@@ -120,10 +138,26 @@ class PackSettings(_Strict):
     hypothesis_authority: float = Field(default=0.3, ge=0.0, le=1.0)
     #: Freshness halves every this many days since an item became effective.
     freshness_half_life_days: float = Field(default=365.0, gt=0.0)
-    #: Utility loses ``redundancy_weight x max cosine`` to any selected item.
+    #: Redundancy is repeated *text*, not a shared topic or document: an item
+    #: loses ``redundancy_weight x its value x overlap``, where overlap is the
+    #: share of its word shingles already in the selected text (0 for a
+    #: sibling chunk that says something else). 0 turns redundancy off.
     redundancy_weight: float = Field(default=1.0, ge=0.0)
-    #: Evidence candidates fetched per request (before scoring).
+    #: Words per shingle (``warehouse.evidence_pack.shingles``).
+    shingle_words: int = Field(default=5, ge=1)
+    #: A near-duplicate of a selected item is dropped (``near_duplicate``): its
+    #: shingle overlap is at least this, or its cosine to that item's text is.
+    near_duplicate_overlap: float = Field(default=0.8, gt=0.0, le=1.0)
+    near_duplicate_cosine: float = Field(default=0.95, gt=0.0, le=1.0)
+    #: Items whose cosine to the query is below this are dropped
+    #: (``low_relevance``): filling the window with unrelated text helps nobody.
+    min_relevance: float = Field(default=0.1, ge=0.0, le=1.0)
+    #: Evidence candidates fetched per request (before scoring); ``pack`` asks
+    #: for more (doubling, up to ``max_candidates``) until the candidates hold
+    #: ``fill_factor`` x the budget in tokens, so a large budget can be filled.
     candidates: int = Field(default=20, ge=1)
+    max_candidates: int = Field(default=320, ge=1)
+    fill_factor: float = Field(default=2.0, ge=0.0)
 
 
 class EvidenceSettings(_Strict):
@@ -147,7 +181,7 @@ class DocumentFile(Record):
     """
 
     table: ClassVar[str | None] = "document_files"
-    key: ClassVar[tuple[str, ...]] = ("file_hash", "run_id")
+    key: ClassVar[tuple[str, ...]] = ("file_hash", "path", "run_id")
 
     file_hash: str
     path: str
@@ -175,6 +209,9 @@ class DocumentVersion(Record):
     tenant_id: str
     doc_id: str
     kind: EvidenceKind = "document"
+    #: Tool artifacts only: the subject of the session that produced it
+    #: (``pipelines.memory.subjects.subject_for``); None for documents.
+    subject_id: str | None = None
     version: str
     version_sort: str
     effective_from: datetime
@@ -217,6 +254,8 @@ class EvidenceChunk(Record):
     doc_id: str
     doc_version: str
     kind: EvidenceKind = "document"
+    #: Tool artifacts only: whose session produced it (see ``DocumentVersion``).
+    subject_id: str | None = None
     acl: list[str] = Field(default_factory=list)
     trust: Trust = "untrusted"
     effective_from: datetime
@@ -262,6 +301,7 @@ class SearchHit(_Strict):
     doc_version_id: str
     kind: EvidenceKind
     tenant_id: str
+    subject_id: str | None = None
     section_path: list[str]
     char_start: int
     char_end: int
@@ -280,7 +320,14 @@ class SearchHit(_Strict):
 
 
 ItemKind = Literal["evidence", "tool_artifact", "fact", "hypothesis"]
-DropReason = Literal["non_positive_utility", "over_budget", "duplicate"]
+DropReason = Literal[
+    "non_positive_utility",
+    "over_budget",
+    "duplicate",
+    "near_duplicate",
+    "low_relevance",
+    "superseded",
+]
 
 
 class ContextScores(_Strict):
@@ -300,6 +347,9 @@ class ContextItem(_Strict):
     ``content`` is what goes into the model's context: retrieved text always
     sits inside a data envelope (``pipelines.evidence.envelope``), never as
     instructions; ``instruction_like`` flags text that reads like a command.
+    Adjacent selected chunks of one document version are one item, in reading
+    order: ``chunk_ids`` lists them (``item_id`` is the chunk id when there
+    is one part) and the span runs from the first to the last.
     """
 
     item_id: str
@@ -317,14 +367,19 @@ class ContextItem(_Strict):
     char_start: int | None = None
     char_end: int | None = None
     effective_from: datetime | None = None
+    chunk_ids: list[str] = Field(default_factory=list)
     scores: ContextScores
 
 
 class DroppedItem(_Strict):
-    """A candidate ``pack`` did not select, and why."""
+    """A candidate ``pack`` did not select, and why: ``duplicate_of`` names the
+    selected item a ``duplicate`` / ``near_duplicate`` repeats, ``superseded_by``
+    the version that replaced a ``superseded`` one."""
 
     item: ContextItem
     reason: DropReason
+    duplicate_of: str | None = None
+    superseded_by: str | None = None
 
 
 class PackRequest(_Strict):

@@ -197,7 +197,7 @@ class MemoryInputFile(Record):
     """A consent or system-record input file a run read, by content hash."""
 
     table: ClassVar[str | None] = "memory_inputs"
-    key: ClassVar[tuple[str, ...]] = ("file_hash", "run_id")
+    key: ClassVar[tuple[str, ...]] = ("file_hash", "path", "run_id")
 
     file_hash: str
     path: str

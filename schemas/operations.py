@@ -45,7 +45,7 @@ class LandingFile(Record):
     """
 
     table: ClassVar[str | None] = "landing_files"
-    key: ClassVar[tuple[str, ...]] = ("file_hash", "run_id")
+    key: ClassVar[tuple[str, ...]] = ("file_hash", "path", "run_id")
 
     file_hash: str
     path: str

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sysconfig
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -64,10 +65,16 @@ def connect(
     database: str = ":memory:",
     read_only: bool = False,
     load: Sequence[str] = (),
+    verify: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection that loads extensions only from the offline packages,
-    with the extensions in ``load`` loaded (see ``load_extensions``)."""
-    con = duckdb.connect(database, read_only=read_only, config=_config(verify=False))
+    with the extensions in ``load`` loaded (see ``load_extensions``).
+
+    ``verify``: DuckDB checks every extension's signature on this connection and
+    refuses unsigned ones (``allow_unsigned_extensions`` off); the read-only SQL
+    console uses it, since its user may ``LOAD`` whatever it likes before the
+    configuration is locked."""
+    con = duckdb.connect(database, read_only=read_only, config=_config(verify=verify))
     try:
         load_extensions(con, *load)
     except BaseException:
@@ -123,6 +130,47 @@ def _quote(path: str | Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+_MOVED = re.compile(r'does not match existing data path in the catalog "([^"]*)"')
+
+
+def attach_lake(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    data_path: str,
+    *,
+    default_data_path: bool,
+    options: str = "",
+) -> None:
+    """``ATTACH`` the DuckLake ``catalog`` as ``LAKE_ALIAS`` on ``con``.
+
+    DuckLake stores the data path it was created with and refuses another one.
+    It also resolves a *relative* stored path against the process's working
+    directory, not the catalog file, so storing ``lake/`` would not make a
+    warehouse relocatable either. So a local warehouse that is opened with its
+    default data path (``<folder>/lake``) after the folder was copied or moved
+    (the stored path is some other ``.../lake/``) is attached with DuckLake's
+    ``OVERRIDE_DATA_PATH``: the ``lake/`` next to the catalog file is used for
+    this session, and the stored path is left as it is (an explicit
+    ``--data-path`` that disagrees with the catalog still fails loudly).
+    """
+    target = _quote("ducklake:" + catalog)
+    path = _quote(data_path.rstrip("/") + "/")
+    sql = f"ATTACH {target} AS {LAKE_ALIAS} (DATA_PATH {path}{options}"
+    try:
+        con.execute(sql + ")")
+    except duckdb.Error as exc:
+        moved = _MOVED.search(str(exc))
+        local = not catalog.startswith(("postgres:", "postgresql:"))
+        if not (
+            moved
+            and default_data_path
+            and local
+            and Path(moved.group(1).rstrip("/")).name == "lake"
+        ):
+            raise
+        con.execute(sql + ", OVERRIDE_DATA_PATH true)")
+
+
 class Warehouse:
     """A DuckLake warehouse folder (or catalog URL) with our tables in it."""
 
@@ -132,12 +180,18 @@ class Warehouse:
         catalog: str | None = None,
         data_path: str | None = None,
         snapshot: int | None = None,
+        read_only: bool = False,
     ):
         self.root = Path(root).resolve()
         self.snapshot = snapshot
+        #: Attach the catalog READ_ONLY, with signed extensions only (the
+        #: analyst console, ``warehouse.sql_access``); a pinned snapshot is
+        #: always read-only.
+        self.read_only = read_only
         # postgres:// URLs become DuckLake's `postgres:<libpq keywords>` form.
         self.catalog = catalog_location(catalog or str(self.root / CATALOG_FILE))
         self.data_path = data_path or str(self.root / "lake")
+        self._default_data_path = data_path is None
         self._con: duckdb.DuckDBPyConnection | None = None
 
     # -- lifecycle ---------------------------------------------------------------
@@ -168,16 +222,19 @@ class Warehouse:
         return self._con
 
     def _attach(self) -> duckdb.DuckDBPyConnection:
-        con = connect(load=lake_extensions(self.catalog))
+        con = connect(load=lake_extensions(self.catalog), verify=self.read_only)
         try:
-            pinned = (
-                f", SNAPSHOT_VERSION {int(self.snapshot)}, READ_ONLY"
-                if self.snapshot is not None
-                else ""
-            )
-            con.execute(
-                f"ATTACH {_quote('ducklake:' + self.catalog)} AS {LAKE_ALIAS} "
-                f"(DATA_PATH {_quote(self.data_path.rstrip('/') + '/')}{pinned})"
+            options = ""
+            if self.snapshot is not None:
+                options += f", SNAPSHOT_VERSION {int(self.snapshot)}"
+            if self.snapshot is not None or self.read_only:
+                options += ", READ_ONLY"
+            attach_lake(
+                con,
+                self.catalog,
+                self.data_path,
+                default_data_path=self._default_data_path,
+                options=options,
             )
             con.execute(f"USE {LAKE_ALIAS}")
         except BaseException:
@@ -444,6 +501,19 @@ class Warehouse:
             .fetchall()
         )
         return {r[0] for r in rows}
+
+    def processed_files(self) -> list[tuple[str, str, str]]:
+        """``(file_hash, tenant_id, path)`` of landing files a committed run
+        processed: their landing identity (``pipelines.ingest.landing``) is
+        computed from these, so the same bytes under two tenants stay apart."""
+        return (
+            self.connection()
+            .execute(
+                "SELECT DISTINCT file_hash, tenant_id, path FROM landing_files "
+                "WHERE status = 'processed'"
+            )
+            .fetchall()
+        )
 
     def row_counts(self) -> dict[str, int]:
         con = self.connection()

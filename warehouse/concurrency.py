@@ -23,10 +23,16 @@ the catalog initialised.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import random
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
 import duckdb
@@ -42,6 +48,9 @@ CONFLICT_MARKERS = (
     "Exceeded the maximum retry count",
     "could not serialize access",
     "deadlock detected",
+    # A local DuckDB catalog file is open in one process at a time: another job
+    # (a second nightly, a forget) holds it for a moment; the ATTACH is retried.
+    "Could not set lock on file",
 )
 #: A first ATTACH that raced another one creating the catalog's metadata tables.
 INIT_MARKERS = ("already exists", "duplicate key value")
@@ -105,3 +114,57 @@ def retry_on_conflict(
                 on_retry(attempt + 1, exc)
             sleep(delays[attempt])
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+# -- run attempts ------------------------------------------------------------------
+
+#: Lock file a live run attempt holds (``flock``) inside its staging folder.
+ATTEMPT_LOCK = ".attempt.lock"
+
+
+def new_attempt() -> str:
+    """A nonce naming one attempt of a run: ``<UTC time>-<random>``.
+
+    The run id stays a hash of what the run processes (its rerun after a crash
+    must write exactly the rows the uninterrupted run would have, ``run_id``
+    columns included); two attempts of the same run that overlap in time (two
+    nightlies started seconds apart) must not share a staging folder, where one
+    would delete or commit the other's half-written shards.
+    """
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+@contextmanager
+def attempt_lock(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """Create ``folder`` and hold an exclusive lock in it while the block runs.
+
+    The kernel drops the lock when the process dies (``kill -9`` included), so
+    ``attempt_alive`` tells a crashed attempt's folder from a running one's at
+    once, instead of waiting for a grace period.
+    """
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / ATTEMPT_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield path
+    finally:
+        os.close(fd)
+
+
+def attempt_alive(folder: str | os.PathLike[str]) -> bool | None:
+    """Whether a live process holds ``folder``'s attempt lock; None: the folder
+    has no lock file (written by an older version, or not a run's folder)."""
+    lock = Path(folder) / ATTEMPT_LOCK
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -3,9 +3,16 @@
 Context builders call ``Warehouse.open(path).search_evidence(...)`` and
 ``.pack(request)`` (thin methods delegating here). Analysts get the same search
 as SQL macros (``install_macros``; the ``ctxledger sql`` command installs them):
-``evidence_versions()``, ``evidence_scope(tenant, groups, as_of)``,
+``evidence_versions()``, ``evidence_scope(tenant, groups, as_of, subject)``,
 ``evidence_bm25(...)``, ``evidence_vector(...)``, ``evidence_search(...)`` and the
 scalar ``evidence_embed(text)``.
+
+Scope: a document is served to the principal groups of its ACL; a tool artifact
+(kind ``tool_artifact``) only to a request for the subject of the session that
+produced it (``subject_id``), or to a principal in one of the policy's
+``evidence.artifacts.operator_groups``. A request without a subject sees
+documents only (plus every artifact when it is an operator). Python search and
+the SQL macros apply the same rule, before anything is ranked.
 
 Versions are append-only: a version is effective from its ``effective_from``
 until the next version (or deletion tombstone) of the same document, so
@@ -49,24 +56,23 @@ def _read_only(
     from warehouse.catalog import (
         CATALOG_FILE,
         LAKE_ALIAS,
-        _quote,
+        attach_lake,
         connect,
         lake_extensions,
     )
 
     root = Path(root).resolve()
     catalog = catalog or str(root / CATALOG_FILE)
-    data_path = data_path or str(root / "lake")
     if (
         not catalog.startswith(("postgres:", "postgresql:"))
         and not Path(catalog).exists()
     ):
         return None
     con = connect(load=lake_extensions(catalog))
-    con.execute(
-        f"ATTACH {_quote('ducklake:' + catalog)} AS {LAKE_ALIAS} "
-        f"(DATA_PATH {_quote(data_path.rstrip('/') + '/')}, READ_ONLY)"
-    )
+    attach_lake(
+        con, catalog, data_path or str(root / "lake"),
+        default_data_path=data_path is None, options=", READ_ONLY",
+    )  # fmt: skip
     con.execute(f"USE {LAKE_ALIAS}")
     return con
 
@@ -99,17 +105,52 @@ def processed_document_hashes(
         con.close()
 
 
+def processed_document_files(
+    root: str | Path, catalog: str | None = None, data_path: str | None = None
+) -> list[tuple[str, str, str]]:
+    """``(file_hash, tenant_id, path)`` of document files a committed run
+    processed (their landing identity: ``pipelines.ingest.landing``)."""
+    con = _read_only(root, catalog, data_path)
+    if con is None:
+        return []
+    try:
+        if not _has_table(con, "document_files"):
+            return []
+        return con.execute(
+            "SELECT DISTINCT file_hash, tenant_id, path FROM document_files "
+            "WHERE status = 'processed'"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def lookup_connection(
+    root: str | Path, catalog: str | None = None, data_path: str | None = None
+) -> duckdb.DuckDBPyConnection | None:
+    """A read-only connection for many ``lookup_embeddings(..., con=)`` calls
+    (one per pipeline worker: attaching the catalog per batch cost seconds a
+    run); the caller closes it. None when there is no warehouse yet."""
+    return _read_only(root, catalog, data_path)
+
+
 def lookup_embeddings(
     root: str | Path,
     keys: Sequence[tuple[str, str]],
     model: str,
     catalog: str | None = None,
     data_path: str | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> dict[tuple[str, str], list[float]]:
-    """Stored vectors for ``(tenant_id, content_hash)`` keys embedded by ``model``."""
+    """Stored vectors for ``(tenant_id, content_hash)`` keys embedded by ``model``.
+
+    With ``con`` (``lookup_connection``) the lookup runs on it and leaves it
+    open; without, it opens and closes a connection of its own.
+    """
     if not keys:
         return {}
-    con = _read_only(root, catalog, data_path)
+    owned = con is None
+    if owned:
+        con = _read_only(root, catalog, data_path)
     if con is None:
         return {}
     try:
@@ -124,23 +165,44 @@ def lookup_embeddings(
             }
         )
         con.register("__wanted", wanted)
-        rows = con.execute(
-            "SELECT c.tenant_id, c.content_hash, any_value(c.embedding) "
-            "FROM evidence_chunks c "
-            "SEMI JOIN __wanted w "
-            "ON c.tenant_id = w.tenant_id AND c.content_hash = w.content_hash "
-            "WHERE c.embed_model = ? GROUP BY ALL",
-            [model],
-        ).fetchall()
+        try:
+            rows = con.execute(
+                "SELECT c.tenant_id, c.content_hash, any_value(c.embedding) "
+                "FROM evidence_chunks c "
+                "SEMI JOIN __wanted w "
+                "ON c.tenant_id = w.tenant_id AND c.content_hash = w.content_hash "
+                "WHERE c.embed_model = ? GROUP BY ALL",
+                [model],
+            ).fetchall()
+        finally:
+            con.unregister("__wanted")
         return {(t, h): list(v) for t, h, v in rows if v is not None}
     finally:
-        con.close()
+        if owned:
+            con.close()
 
 
 # ------------------------------------------------------------------- macros
-def macros_sql(settings: SearchSettings) -> list[str]:
-    """The evidence macros, filled from the policy's search settings."""
+def _sql_list(values: Sequence[str]) -> str:
+    """A VARCHAR[] literal (quotes doubled; ``[]`` typed so it never is NULL[])."""
+    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"[{quoted}]::VARCHAR[]"
+
+
+def macros_sql(
+    settings: SearchSettings,
+    operator_groups: Sequence[str] = (),
+    has_subjects: bool = True,
+) -> list[str]:
+    """The evidence macros, filled from the policy's search settings and the
+    operator groups that see every tool artifact of their tenant.
+
+    ``has_subjects=False``: the lake predates ``subject_id`` on ``documents``
+    and ``evidence_chunks`` (the next run's ``ensure_tables`` adds it; a reader
+    may not): the macros read it as NULL, so artifacts are for operators only.
+    """
     words = "[" + ", ".join("'" + w + "'" for w in STOPWORDS) + "]"
+    null = "NULL::VARCHAR"
     text = SQL_FILE.read_text(encoding="utf-8")
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
     filled = (
@@ -152,8 +214,29 @@ def macros_sql(settings: SearchSettings) -> list[str]:
         .replace("{rrf_k}", str(int(settings.rrf_k)))
         .replace("{bm25_weight}", repr(float(settings.bm25_weight)))
         .replace("{vector_weight}", repr(float(settings.vector_weight)))
+        .replace("{operator_groups}", _sql_list(operator_groups))
+        .replace("{doc_subject}", "subject_id" if has_subjects else null)
+        .replace("{chunk_subject}", "c.subject_id" if has_subjects else null)
+        .replace(
+            "{chunk_subject_column}",
+            "" if has_subjects else f", {null} AS subject_id",
+        )
     )
     return [s.strip() for s in filled.split(";") if s.strip()]
+
+
+def _has_subjects(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the lake's evidence tables carry ``subject_id`` (True when they
+    do not exist yet: they will be created with it)."""
+    try:
+        rows = con.execute(
+            "SELECT table_name, count(*) FILTER (column_name = 'subject_id') "
+            "FROM information_schema.columns WHERE table_catalog = current_database() "
+            "AND table_name IN ('documents', 'evidence_chunks') GROUP BY ALL"
+        ).fetchall()
+    except duckdb.Error:
+        return True
+    return all(n > 0 for _, n in rows)
 
 
 def install_macros(
@@ -175,7 +258,12 @@ def install_macros(
         )
     except duckdb.Error:
         pass  # already registered on this connection
-    for statement in macros_sql(policy.evidence.search):
+    statements = macros_sql(
+        policy.evidence.search,
+        policy.evidence.artifacts.operator_groups,
+        _has_subjects(con),
+    )
+    for statement in statements:
         con.execute(statement)
 
 
@@ -228,14 +316,15 @@ def build_index(
 
     con = wh.connection()
     install_macros(con)
+    subject = "c.subject_id" if _has_subjects(con) else "NULL::VARCHAR"
     if "evidence_chunks" not in wh.existing_tables():
         table = None
     else:
         table = con.execute(
             "SELECT c.chunk_id, c.doc_id, c.doc_version, c.doc_version_id, c.kind, "
-            "c.tenant_id, c.section_path, c.char_start, c.char_end, c.text, "
-            "c.token_count, c.content_hash, c.trust, v.authority, c.effective_from, "
-            "v.effective_to, c.acl, c.embedding "
+            f"c.tenant_id, {subject} AS subject_id, c.section_path, c.char_start, "
+            "c.char_end, c.text, c.token_count, c.content_hash, c.trust, "
+            "v.authority, c.effective_from, v.effective_to, c.acl, c.embedding "
             "FROM evidence_chunks c JOIN evidence_versions() v USING (doc_version_id)"
         ).arrow()
         if hasattr(table, "read_all"):
@@ -269,11 +358,14 @@ def search_evidence(
     *,
     query_embedding: Sequence[float] | None = None,
     policy: Policy | None = None,
+    subject_id: str | None = None,
 ) -> list[SearchHit]:
     """Hybrid BM25 + cosine search within the principal's scope.
 
-    Tenant, ACL groups (``*`` on a document admits every group) and validity at
-    ``as_of`` (default: now) filter first; only chunks in that scope are ranked.
+    Tenant, ACL groups (``*`` on a document admits every group), subject (tool
+    artifacts: only ``subject_id``'s own, unless ``principal_groups`` holds a
+    policy operator group) and validity at ``as_of`` (default: now) filter
+    first; only chunks in that scope are ranked.
     Both top-``candidates`` lists are fused by weighted reciprocal rank fusion
     (weights from the policy). ``query_embedding`` skips embedding ``query``.
     """
@@ -285,7 +377,15 @@ def search_evidence(
     else:
         vector = np.asarray(query_embedding, dtype=np.float32)
     ranked = index.search(
-        tenant_id, list(principal_groups), query, vector, k, as_of, candidates
+        tenant_id,
+        list(principal_groups),
+        query,
+        vector,
+        k,
+        as_of,
+        candidates,
+        subject_id=subject_id,
+        operator_groups=policy.evidence.artifacts.operator_groups,
     )
     hits = []
     for r in ranked:

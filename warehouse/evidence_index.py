@@ -2,9 +2,15 @@
 
 Built once per process and snapshot (``EvidenceIndex.from_warehouse``) and queried
 by ``warehouse.evidence_api.search_evidence``. Rows are sorted by tenant, so a
-tenant is one contiguous slice; within it the ACL and validity filters give the
-*scope* (the rows this principal may see at ``as_of``), and only scope rows are
-ever scored:
+tenant is one contiguous slice; within it the ACL, subject and validity filters
+give the *scope* (the rows this principal may see at ``as_of``), and only scope
+rows are ever scored:
+
+* documents: a bitmask over the tenant's ACL groups (one AND per row);
+* tool artifacts: never by ACL; only a request for the artifact's own subject
+  (one integer compare per row against the subject's per-index code) or a
+  principal in a policy operator group sees them. An artifact without a
+  subject (written before subjects were recorded) is for operators only.
 
 * BM25 over the scope, with statistics (document count, document frequency,
   average length) of the scope itself, so other tenants' text does not even
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -61,6 +68,7 @@ _META_COLUMNS = (
     "doc_version_id",
     "kind",
     "tenant_id",
+    "subject_id",
     "section_path",
     "char_start",
     "char_end",
@@ -125,8 +133,11 @@ class _Tokenizer:
 
     def terms(self, text: str) -> list[str]:
         """``evidence_terms(text)``: computed per whitespace-separated word (the
-        macro never joins across whitespace), each word once per process."""
-        words = (text or "").split()
+        macro never joins across whitespace), each word once per process.
+
+        NUL is not a term character, so it separates words like a space does
+        (DuckDB's parser refuses NUL inside the literal rows below)."""
+        words = (text or "").replace("\x00", " ").split()
         known = {w: self._words.get(w) for w in set(words)}
         missing = sorted(w for w, terms in known.items() if terms is None)
         if missing:
@@ -247,6 +258,7 @@ class EvidenceIndex:
                 self.tenant_slices[tenants[start]] = (start, i)
                 start = i
         self._build_acl(tenants, acl)
+        self._build_subjects(meta)
         self.eff_from = self._micros(meta.column("effective_from"), 0)
         self.eff_to = self._micros(meta.column("effective_to"), _FAR_FUTURE)
         self._tokenizer = _Tokenizer()
@@ -295,6 +307,27 @@ class EvidenceIndex:
                     else:
                         mask |= 1 << bit
                 self.acl_mask[row] = mask
+
+    def _build_subjects(self, meta: pa.Table) -> None:
+        """Artifact rows and their subjects as integer codes (-1: none), so the
+        subject filter is a vectorised compare, like the ACL mask."""
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        artifact = pc.fill_null(pc.equal(meta.column("kind"), "tool_artifact"), False)
+        self.is_artifact = np.asarray(
+            artifact.to_numpy(zero_copy_only=False), dtype=bool
+        ).reshape(self.n)
+        owners = pc.if_else(
+            artifact, meta.column("subject_id"), pa.scalar(None, pa.string())
+        )
+        encoded = owners.combine_chunks().dictionary_encode()
+        self.subject_codes: dict[str, int] = {
+            subject: code for code, subject in enumerate(encoded.dictionary.to_pylist())
+        }
+        self.subject_code = np.asarray(
+            encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False),
+            dtype=np.int64,
+        ).reshape(self.n)
 
     def _build_postings(self, texts: pa.ChunkedArray) -> None:
         vocab, tids, rows, tf, self.doc_len = self._tokenizer.postings(
@@ -345,6 +378,10 @@ class EvidenceIndex:
             ],
         ).to_numpy()
         meta = meta.take(pa.array(order))
+        if "subject_id" not in meta.column_names:  # rows from before subjects
+            meta = meta.append_column(
+                "subject_id", pa.nulls(meta.num_rows, pa.string())
+            )
         acl = meta.column("acl").to_pylist()
         return cls(
             meta.select(list(_META_COLUMNS)),
@@ -357,9 +394,17 @@ class EvidenceIndex:
 
     # ------------------------------------------------------------------ query
     def scope(
-        self, tenant_id: str, principal_groups: list[str], as_of: datetime | None
+        self,
+        tenant_id: str,
+        principal_groups: Sequence[str],
+        as_of: datetime | None,
+        subject_id: str | None = None,
+        operator_groups: Sequence[str] = (),
     ) -> np.ndarray:
-        """Row ids this principal may see at ``as_of`` (sorted, one tenant)."""
+        """Row ids this principal may see at ``as_of`` (sorted, one tenant).
+
+        Documents by ACL; tool artifacts only when they are ``subject_id``'s or
+        ``principal_groups`` holds one of ``operator_groups`` (module doc)."""
         span = self.tenant_slices.get(tenant_id)
         if span is None:
             return np.zeros(0, dtype=np.int64)
@@ -377,6 +422,15 @@ class EvidenceIndex:
             for offset in overflow:
                 if not allowed[offset] and self.acl_sets[lo + offset] & groups:
                     allowed[offset] = True
+        artifact = self.is_artifact[lo:hi]
+        if set(principal_groups) & set(operator_groups):
+            own = artifact
+        else:
+            code = self.subject_codes.get(subject_id) if subject_id else None
+            own = artifact & (
+                self.subject_code[lo:hi] == (-2 if code is None else code)
+            )
+        allowed = np.where(artifact, own, allowed)
         t = to_micros(as_of)
         allowed &= (self.eff_from[lo:hi] <= t) & (self.eff_to[lo:hi] > t)
         return lo + np.nonzero(allowed)[0]
@@ -493,9 +547,14 @@ class EvidenceIndex:
         k: int,
         as_of: datetime | None,
         candidates: int,
+        *,
+        subject_id: str | None = None,
+        operator_groups: Sequence[str] = (),
     ) -> list[Ranked]:
-        """Fused top ``k`` within the principal's scope."""
-        scope = self.scope(tenant_id, principal_groups, as_of)
+        """Fused top ``k`` within the principal's scope (see ``scope``)."""
+        scope = self.scope(
+            tenant_id, principal_groups, as_of, subject_id, operator_groups
+        )
         bm25 = self.bm25(query, scope, candidates)
         cosine = self.vector(query_vec, scope, candidates)
         s = self.settings

@@ -1,31 +1,53 @@
 """``pack``: choose what goes into a model's context window, and say why.
 
-Candidates are the request's in-scope evidence (hybrid search, tenant and ACL
-filters first) and the subject's memories for the purpose (facts and
-hypotheses, through ``Warehouse.memories``). Each is valued
+Candidates are the request's in-scope evidence (hybrid search, tenant, ACL and
+subject filters first: a tool artifact only for ``request.subject_id`` or an
+operator group, see ``warehouse.evidence_api``) and the subject's memories for
+the purpose (facts and hypotheses, through ``Warehouse.memories``). Each is
+valued
 
     utility = relevance x authority x freshness - redundancy
 
 * relevance: cosine similarity of the item to the query, clipped to [0, 1];
+  below ``min_relevance`` an item is dropped (``low_relevance``);
 * authority: the document's own ``authority``, else by trust and kind
   (policy ``evidence.pack``); memories by how they are served;
 * freshness: ``0.5 ** (age_days / freshness_half_life_days)``, age from the
   item's effective date to ``as_of`` (or now);
-* redundancy: ``redundancy_weight x max(0, (c - 0.5) / 0.5)`` where ``c`` is the
-  highest cosine similarity to an item already selected (near-duplicates cost
-  almost all of their value; items on the same topic only a little).
+* redundancy: repeated *text*, not a shared topic or document.
+  ``redundancy_weight x (relevance x authority x freshness) x overlap``, where
+  overlap is the share of the item's word shingles already present in the
+  selected text. An item whose overlap reaches ``near_duplicate_overlap``, or
+  whose cosine to a selected item reaches ``near_duplicate_cosine``, is a
+  near-duplicate and is dropped (``near_duplicate``). Sibling chunks of one
+  document say different things: they cost nothing (cosine alone between
+  sections of one runbook is 0.89-0.95, which used to drop them all).
 
 Mandatory items go in first (``PackError`` when they do not fit the budget);
-then, greedily, the remaining item of highest utility: an item whose utility is
-not positive is dropped (``non_positive_utility``), one that does not fit the
-remaining budget is dropped (``over_budget``), an exact duplicate of a selected
-text is dropped (``duplicate``). Out-of-scope items never become candidates, so
-they are never listed. Every item's content is a data envelope
-(``pipelines.evidence.envelope``): retrieved text is never instructions.
+then, greedily, the remaining item of highest utility: an exact duplicate of a
+selected text is dropped (``duplicate``), a near-duplicate too
+(``near_duplicate``); an item whose utility is not positive is dropped
+(``non_positive_utility``, with every item after it), one that does not fit the
+remaining budget is dropped (``over_budget``). To fill a large budget, ``pack``
+fetches more candidates (doubling up to ``max_candidates``) until they hold
+``fill_factor`` x the budget. Selected chunks that are neighbours in one
+document version become one item, in reading order (``ContextItem.chunk_ids``).
+For each selected document, the chunk of the version it replaced that best
+matches the query is listed as dropped (``superseded``) when the principal may
+see that version, so a reader knows an older text exists and why it is not in.
+
+Out-of-scope items never become candidates, so they are never listed; a
+mandatory id out of scope gets the same error as one that does not exist at
+all. Every item's content is a data envelope (``pipelines.evidence.envelope``):
+retrieved text is never instructions.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -44,11 +66,14 @@ from schemas.evidence import (
 )
 
 if TYPE_CHECKING:
+    from schemas.evidence import PackSettings
     from schemas.policy import Policy
     from warehouse.catalog import Warehouse
+    from warehouse.evidence_index import EvidenceIndex
 
-#: Cosine similarity below which two items do not count as redundant at all.
-REDUNDANCY_FLOOR = 0.5
+#: What separates neighbouring chunks joined into one item.
+JOIN = "\n\n"
+_WORD = re.compile(r"[a-z0-9]+")
 
 
 class PackError(ValueError):
@@ -76,6 +101,10 @@ class Candidate:
     char_end: int | None = None
     relevance: float = 0.0
     freshness: float = 1.0
+    #: Index row of an evidence chunk (None for memories).
+    row: int | None = None
+    doc_version_id: str | None = None
+    shingles: frozenset[int] = frozenset()
 
 
 def _aware(when: datetime | None) -> datetime | None:
@@ -93,12 +122,125 @@ def freshness(effective_from: datetime | None, at: datetime, half_life: float) -
     return 0.5 ** (age_days / half_life)
 
 
-def redundancy(vector: np.ndarray, selected: list[np.ndarray], weight: float) -> float:
-    """Penalty for overlap with the items already selected (see module doc)."""
-    if not selected or weight == 0.0:
+def shingles(text: str, words: int = 5) -> frozenset[int]:
+    """Hashes of the overlapping ``words``-word runs of ``text`` (lower case,
+    ``[a-z0-9]+`` words); a text shorter than that is one shingle."""
+    tokens = _WORD.findall(text.lower())
+    if not tokens:
+        return frozenset()
+    if len(tokens) <= words:
+        return frozenset((hash(tuple(tokens)),))
+    return frozenset(
+        hash(tuple(tokens[i : i + words])) for i in range(len(tokens) - words + 1)
+    )
+
+
+def overlap(candidate: frozenset[int], selected: set[int]) -> float:
+    """Share of ``candidate``'s shingles already in ``selected`` (0..1)."""
+    if not candidate or not selected:
         return 0.0
-    similarity = max(float(vector @ other) for other in selected)
-    return weight * max(0.0, (similarity - REDUNDANCY_FLOOR) / (1 - REDUNDANCY_FLOOR))
+    return len(candidate & selected) / len(candidate)
+
+
+def redundancy(
+    base: float, shared: float, cosine: float, settings: PackSettings
+) -> tuple[float, bool]:
+    """``(penalty, near_duplicate)`` of an item worth ``base`` whose shingle
+    overlap with the selected text is ``shared`` and whose highest cosine to
+    a selected item is ``cosine`` (module doc)."""
+    if settings.redundancy_weight == 0.0:
+        return 0.0, False
+    near = (
+        shared >= settings.near_duplicate_overlap
+        or cosine >= settings.near_duplicate_cosine
+    )
+    return settings.redundancy_weight * base * (1.0 if near else shared), near
+
+
+# ------------------------------------------------------------ reading order
+_ORDER: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_ORDER_LOCK = threading.Lock()
+
+
+def _reading_order(index: EvidenceIndex) -> dict[str, Any]:
+    """Per index (built once): the next and previous chunk of each row in its
+    document version (-1: none), by ``char_start``; and the rows of each
+    ``(tenant, doc_id)``, for the superseded versions."""
+    with _ORDER_LOCK:
+        cached = _ORDER.get(index)
+    if cached is not None:
+        return cached
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    meta = index.meta
+    keyed = pa.table(
+        {
+            "v": meta.column("doc_version_id"),
+            "s": meta.column("char_start"),
+        }
+    )
+    order = pc.sort_indices(
+        keyed, sort_keys=[("v", "ascending"), ("s", "ascending")]
+    ).to_numpy()
+    versions = np.asarray(
+        meta.column("doc_version_id").combine_chunks().dictionary_encode().indices,
+        dtype=np.int64,
+    )
+    following = np.full(index.n, -1, dtype=np.int64)
+    preceding = np.full(index.n, -1, dtype=np.int64)
+    if index.n > 1:
+        same = versions[order[1:]] == versions[order[:-1]]
+        following[order[:-1][same]] = order[1:][same]
+        preceding[order[1:][same]] = order[:-1][same]
+    by_doc: dict[tuple[str, str], list[int]] = {}
+    tenants = meta.column("tenant_id").to_pylist()
+    docs = meta.column("doc_id").to_pylist()
+    for row, key in enumerate(zip(tenants, docs, strict=True)):
+        by_doc.setdefault(key, []).append(row)
+    cached = {"next": following, "prev": preceding, "by_doc": by_doc}
+    with _ORDER_LOCK:
+        _ORDER[index] = cached
+    return cached
+
+
+# --------------------------------------------------------------- candidates
+def _authority(meta: dict[str, Any], settings: PackSettings) -> float:
+    if meta["kind"] == "tool_artifact":
+        return settings.artifact_authority
+    if meta["authority"] is not None:
+        return float(meta["authority"])
+    if meta["trust"] == "trusted":
+        return settings.trusted_authority
+    return settings.untrusted_authority
+
+
+def _chunk_candidate(
+    index: EvidenceIndex, row: int, settings: PackSettings
+) -> Candidate:
+    meta = index.row(row)
+    section = "/".join(meta["section_path"])
+    return Candidate(
+        item_id=meta["chunk_id"],
+        kind="evidence" if meta["kind"] == "document" else "tool_artifact",
+        source=f"{meta['kind']}:{meta['doc_id']}@{meta['doc_version']}"
+        + (f"#{section}" if section else ""),
+        trust=meta["trust"],
+        version=meta["doc_version"],
+        text=meta["text"],
+        token_count=int(meta["token_count"]),
+        vector=index.vectors[row],
+        authority=_authority(meta, settings),
+        effective_from=meta["effective_from"],
+        content_key=meta["content_hash"],
+        doc_id=meta["doc_id"],
+        section_path=list(meta["section_path"]),
+        char_start=meta["char_start"],
+        char_end=meta["char_end"],
+        row=row,
+        doc_version_id=meta["doc_version_id"],
+        shingles=shingles(meta["text"], settings.shingle_words),
+    )
 
 
 def _evidence_candidates(
@@ -106,70 +248,77 @@ def _evidence_candidates(
     request: PackRequest,
     policy: Policy,
     query_vec: np.ndarray,
-    retrieved_at: datetime,
-) -> list[Candidate]:
+) -> tuple[EvidenceIndex, list[Candidate]]:
     from warehouse.evidence_api import load_index  # noqa: PLC0415
 
     settings = policy.evidence
     index = load_index(wh, settings.search)
+    operators = settings.artifacts.operator_groups
     n = request.candidates or settings.pack.candidates
-    ranked = index.search(
-        request.tenant_id,
-        request.principal_groups,
-        request.query,
-        query_vec,
-        n,
-        request.as_of,
-        n,
-    )
-    rows = [r.row for r in ranked]
+    wanted = settings.pack.fill_factor * request.budget_tokens
+    while True:
+        ranked = index.search(
+            request.tenant_id,
+            request.principal_groups,
+            request.query,
+            query_vec,
+            n,
+            request.as_of,
+            n,
+            subject_id=request.subject_id,
+            operator_groups=operators,
+        )
+        rows = [r.row for r in ranked]
+        held = int(index.meta.column("token_count").take(rows).to_numpy().sum())
+        if (
+            request.candidates
+            or held >= wanted
+            or len(rows) < n
+            or n >= settings.pack.max_candidates
+        ):
+            break
+        n = min(2 * n, settings.pack.max_candidates)
     if request.mandatory:
         scope = set(
             index.scope(
-                request.tenant_id, request.principal_groups, request.as_of
+                request.tenant_id,
+                request.principal_groups,
+                request.as_of,
+                request.subject_id,
+                operators,
             ).tolist()
         )
         for item_id in request.mandatory:
             row = index.row_of(item_id)
-            if row is None:
-                continue  # maybe a memory id
-            if row not in scope:
-                raise PackError(f"mandatory item {item_id} is not in the scope")
-            if row not in rows:
+            # out of scope reads exactly like absent (maybe a memory id): the
+            # error must not tell whether an id exists in another tenant/subject
+            if row is not None and row in scope and row not in rows:
                 rows.append(row)
-    out = []
-    for row in rows:
-        meta = index.row(row)
-        if meta["kind"] == "tool_artifact":
-            authority = settings.pack.artifact_authority
-        elif meta["authority"] is not None:
-            authority = float(meta["authority"])
-        elif meta["trust"] == "trusted":
-            authority = settings.pack.trusted_authority
-        else:
-            authority = settings.pack.untrusted_authority
-        section = "/".join(meta["section_path"])
-        out.append(
-            Candidate(
-                item_id=meta["chunk_id"],
-                kind="evidence" if meta["kind"] == "document" else "tool_artifact",
-                source=f"{meta['kind']}:{meta['doc_id']}@{meta['doc_version']}"
-                + (f"#{section}" if section else ""),
-                trust=meta["trust"],
-                version=meta["doc_version"],
-                text=meta["text"],
-                token_count=int(meta["token_count"]),
-                vector=index.vectors[row],
-                authority=authority,
-                effective_from=meta["effective_from"],
-                content_key=meta["content_hash"],
-                doc_id=meta["doc_id"],
-                section_path=list(meta["section_path"]),
-                char_start=meta["char_start"],
-                char_end=meta["char_end"],
-            )
-        )
-    return out
+    return index, [_chunk_candidate(index, row, settings.pack) for row in rows]
+
+
+#: Memory vectors by (model, text): a memory is embedded once per process, not
+#: on every ``pack`` call (the vectors are pure functions of the text).
+_MEMORY_VECTORS: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_MEMORY_LOCK = threading.Lock()
+_MEMORY_CACHE_SIZE = 100_000
+
+
+def _memory_vectors(policy: Policy, texts: list[str]) -> list[np.ndarray]:
+    from warehouse.evidence_api import embedder  # noqa: PLC0415
+
+    model = policy.evidence.embedding.model_dump_json()
+    with _MEMORY_LOCK:
+        known = {t: _MEMORY_VECTORS.get((model, t)) for t in texts}
+    missing = sorted(t for t, v in known.items() if v is None)
+    if missing:
+        vectors = embedder(policy.evidence.embedding).encode(missing)
+        with _MEMORY_LOCK:
+            for text, vector in zip(missing, vectors, strict=True):
+                known[text] = _MEMORY_VECTORS[(model, text)] = vector
+            while len(_MEMORY_VECTORS) > _MEMORY_CACHE_SIZE:
+                _MEMORY_VECTORS.popitem(last=False)
+    return [known[t] for t in texts]  # type: ignore[misc]
 
 
 def _memory_candidates(
@@ -192,9 +341,7 @@ def _memory_candidates(
         items.extend((m, served_as) for m in view.items_as(served_as))
     if not items:
         return []
-    from warehouse.evidence_api import embedder  # noqa: PLC0415
-
-    vectors = embedder(policy.evidence.embedding).encode([m.text for m, _ in items])
+    vectors = _memory_vectors(policy, [m.text for m, _ in items])
     settings = policy.evidence.pack
     out = []
     for (memory, served_as), vector in zip(items, vectors, strict=True):
@@ -215,11 +362,13 @@ def _memory_candidates(
                 else settings.hypothesis_authority,
                 effective_from=memory.valid_from,
                 content_key=content_hash(memory.text),
+                shingles=shingles(memory.text, settings.shingle_words),
             )
         )
     return out
 
 
+# -------------------------------------------------------------------- items
 def _item(
     c: Candidate,
     retrieved_at: datetime,
@@ -251,10 +400,126 @@ def _item(
         char_start=c.char_start,
         char_end=c.char_end,
         effective_from=_aware(c.effective_from),
+        chunk_ids=[c.item_id] if c.row is not None else [],
         scores=scores,
     )
 
 
+def _join(parts: list[Candidate]) -> Candidate:
+    """Neighbouring chunks of one version (in reading order) as one candidate."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    text = JOIN.join(p.text for p in parts)
+    ids = [p.item_id for p in parts]
+    path: list[str] = []  # the sections the parts share
+    for titles in zip(*(p.section_path for p in parts), strict=False):
+        if len(set(titles)) > 1:
+            break
+        path.append(titles[0])
+    source = first.source.split("#", 1)[0] + ("#" + "/".join(path) if path else "")
+    return Candidate(
+        item_id=content_hash(ids, prefix="mrg_"),
+        kind=first.kind,
+        source=source,
+        trust=first.trust,
+        version=first.version,
+        text=text,
+        token_count=count_tokens(text),
+        vector=first.vector,
+        authority=first.authority,
+        effective_from=first.effective_from,
+        content_key=content_hash(text),
+        doc_id=first.doc_id,
+        section_path=path,
+        char_start=first.char_start,
+        char_end=parts[-1].char_end,
+        row=first.row,
+        doc_version_id=first.doc_version_id,
+    )
+
+
+def _merge_selected(
+    chosen: list[tuple[Candidate, ContextScores, bool]],
+    order: dict[str, Any] | None,
+    now: datetime,
+) -> list[ContextItem]:
+    """Selected items, neighbouring chunks of one version joined in reading
+    order; a joined item keeps the scores of its best part and its place."""
+    if order is None:
+        return [_item(c, now, s, m) for c, s, m in chosen]
+    by_row = {c.row: (c, s, m) for c, s, m in chosen if c.row is not None}
+    following, preceding = order["next"], order["prev"]
+    out: list[ContextItem] = []
+    done: set[int] = set()
+    for c, scores, mandatory in chosen:
+        if c.row is None:
+            out.append(_item(c, now, scores, mandatory))
+            continue
+        if c.row in done:
+            continue
+        start = c.row
+        while int(preceding[start]) in by_row:
+            start = int(preceding[start])
+        run = [start]
+        while int(following[run[-1]]) in by_row:
+            run.append(int(following[run[-1]]))
+        done.update(run)
+        parts = [by_row[r][0] for r in run]
+        joined = _join(parts)
+        item = _item(joined, now, scores, any(by_row[r][2] for r in run))
+        out.append(item.model_copy(update={"chunk_ids": [p.item_id for p in parts]}))
+    return out
+
+
+# ---------------------------------------------------------------- superseded
+def _superseded(
+    index: EvidenceIndex,
+    order: dict[str, Any],
+    request: PackRequest,
+    policy: Policy,
+    selected: list[Candidate],
+    query_vec: np.ndarray,
+    at: datetime,
+) -> list[tuple[Candidate, str]]:
+    """For each selected document, the best-matching chunk of the version it
+    replaced, when the principal may see that version (its own ACL then)."""
+    from warehouse.evidence_index import to_micros  # noqa: PLC0415
+
+    out: list[tuple[Candidate, str]] = []
+    seen: set[str] = set()
+    t = to_micros(request.as_of)
+    operators = policy.evidence.artifacts.operator_groups
+    for c in selected:
+        if c.kind != "evidence" or c.row is None or c.doc_id in seen:
+            continue
+        seen.add(c.doc_id or "")
+        rows = np.asarray(order["by_doc"].get((request.tenant_id, c.doc_id), []))
+        if not len(rows):
+            continue
+        ended = rows[(index.eff_to[rows] <= t)]
+        if not len(ended):
+            continue
+        last = ended[index.eff_to[ended] == index.eff_to[ended].max()]
+        starts = index.eff_from[last]
+        when = datetime.fromtimestamp(int(starts.max()) / 1_000_000, UTC)
+        visible = index.scope(
+            request.tenant_id, request.principal_groups, when, None, operators
+        )
+        last = last[np.isin(last, visible)]
+        if not len(last):
+            continue
+        best = int(last[np.argmax(index.vectors[last] @ query_vec)])
+        out.append(
+            (
+                _chunk_candidate(index, best, policy.evidence.pack),
+                f"{c.doc_id}@{c.version}",
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------- pack
 def pack_context(
     wh: Warehouse, request: PackRequest, policy: Policy
 ) -> ContextManifest:
@@ -270,8 +535,13 @@ def pack_context(
     notes: list[str] = []
     query_vec = embedder(policy.evidence.embedding).encode([request.query])[0]
     candidates: list[Candidate] = []
+    index = None
     if request.include_evidence:
-        candidates += _evidence_candidates(wh, request, policy, query_vec, now)
+        index, found = _evidence_candidates(wh, request, policy, query_vec)
+        candidates += found
+        operators = set(policy.evidence.artifacts.operator_groups)
+        if not request.subject_id and not operators & set(request.principal_groups):
+            notes.append("tool artifacts skipped: the request names no subject")
     candidates += _memory_candidates(wh, request, policy, notes)
     for c in candidates:
         c.relevance = max(0.0, min(1.0, float(query_vec @ c.vector)))
@@ -281,21 +551,71 @@ def pack_context(
     missing = [m for m in request.mandatory if m not in by_id]
     if missing:
         raise PackError(f"mandatory items not found in scope: {', '.join(missing)}")
-    selected: list[ContextItem] = []
+    order = _reading_order(index) if index is not None and index.n else None
+    chosen: list[tuple[Candidate, ContextScores, bool]] = []
     dropped: list[DroppedItem] = []
+    chosen_rows: dict[int, Candidate] = {}
+    chosen_keys: dict[str, str] = {}
+    chosen_shingles: set[int] = set()
+    chosen_ids: list[str] = []
     chosen_vectors: list[np.ndarray] = []
-    chosen_keys: set[str] = set()
     used = 0
 
-    def scores_of(c: Candidate) -> ContextScores:
-        penalty = redundancy(c.vector, chosen_vectors, settings.redundancy_weight)
+    def cost(c: Candidate) -> int:
+        """Its tokens, plus what each join with a selected neighbour adds
+        (the blank line is one cl100k token, or none when it merges into the
+        text beside it; tokens never span the blank line, so pairs suffice)."""
+        if order is None or c.row is None:
+            return c.token_count
+        extra = 0
+        for side in ("prev", "next"):
+            other = chosen_rows.get(int(order[side][c.row]))
+            if other is not None:
+                a, b = (other, c) if side == "prev" else (c, other)
+                joined = count_tokens(a.text + JOIN + b.text)
+                extra += joined - a.token_count - b.token_count
+        return c.token_count + extra
+
+    def assess(c: Candidate) -> tuple[ContextScores, bool, str | None]:
+        shared = overlap(c.shingles, chosen_shingles)
+        cosine, closest = -1.0, None
+        if chosen_vectors:
+            sims = np.asarray(chosen_vectors) @ c.vector
+            at_max = int(np.argmax(sims))
+            cosine, closest = float(sims[at_max]), chosen_ids[at_max]
         base = c.relevance * c.authority * c.freshness
-        return ContextScores(
-            relevance=round(c.relevance, 6),
-            authority=round(c.authority, 6),
-            freshness=round(c.freshness, 6),
-            redundancy=round(penalty, 6),
-            utility=round(base - penalty, 6),
+        penalty, near = redundancy(base, shared, cosine, settings)
+        if near and (closest is None or cosine < settings.near_duplicate_cosine):
+            closest = max(  # the selected item sharing the most shingles
+                chosen,
+                key=lambda sel: len(sel[0].shingles & c.shingles),
+            )[0].item_id
+        return (
+            ContextScores(
+                relevance=round(c.relevance, 6),
+                authority=round(c.authority, 6),
+                freshness=round(c.freshness, 6),
+                redundancy=round(penalty, 6),
+                utility=round(base - penalty, 6),
+            ),
+            near,
+            closest,
+        )
+
+    def select(c: Candidate, scores: ContextScores, mandatory: bool) -> None:
+        nonlocal used
+        used += cost(c)
+        chosen.append((c, scores, mandatory))
+        chosen_keys[c.content_key] = c.item_id
+        chosen_shingles.update(c.shingles)
+        chosen_ids.append(c.item_id)
+        chosen_vectors.append(c.vector)
+        if c.row is not None:
+            chosen_rows[c.row] = c
+
+    def drop(c: Candidate, scores: ContextScores, reason: str, **why: Any) -> None:
+        dropped.append(
+            DroppedItem(item=_item(c, now, scores, False), reason=reason, **why)  # type: ignore[arg-type]
         )
 
     mandatory = [by_id[m] for m in dict.fromkeys(request.mandatory)]
@@ -307,44 +627,69 @@ def pack_context(
             f"- overhead {request.overhead_tokens})"
         )
     for c in mandatory:
-        selected.append(_item(c, now, scores_of(c), True))
-        chosen_vectors.append(c.vector)
-        chosen_keys.add(c.content_key)
-        used += c.token_count
-    remaining = [
-        c for c in candidates if c.item_id not in {m.item_id for m in mandatory}
-    ]
+        select(c, assess(c)[0], True)
+    forced = {m.item_id for m in mandatory}
+    remaining = []
+    for c in candidates:
+        if c.item_id in forced:
+            continue
+        if c.relevance < settings.min_relevance:
+            drop(c, assess(c)[0], "low_relevance")
+        else:
+            remaining.append(c)
     while remaining:
-        scored = [(scores_of(c), c) for c in remaining]
-        scored.sort(key=lambda sc: (-sc[0].utility, sc[1].item_id))
-        best_scores, best = scored[0]
+        scored = [(assess(c), c) for c in remaining]
+        scored.sort(key=lambda sc: (-sc[0][0].utility, sc[1].item_id))
+        (best_scores, near, closest), best = scored[0]
         remaining.remove(best)
         if best.content_key in chosen_keys:
-            dropped.append(
-                DroppedItem(
-                    item=_item(best, now, best_scores, False), reason="duplicate"
-                )
+            drop(
+                best,
+                best_scores,
+                "duplicate",
+                duplicate_of=chosen_keys[best.content_key],
             )
+            continue
+        if near:
+            drop(best, best_scores, "near_duplicate", duplicate_of=closest)
             continue
         if best_scores.utility <= 0:
-            for sc, c in scored:  # utilities only fall as more is selected
-                dropped.append(
-                    DroppedItem(
-                        item=_item(c, now, sc, False), reason="non_positive_utility"
-                    )
-                )
+            for (sc, is_near, dup), c in scored:  # utilities only fall from here
+                if c.content_key in chosen_keys:
+                    drop(c, sc, "duplicate", duplicate_of=chosen_keys[c.content_key])
+                elif is_near:
+                    drop(c, sc, "near_duplicate", duplicate_of=dup)
+                else:
+                    drop(c, sc, "non_positive_utility")
             break
-        if used + best.token_count > budget:
-            dropped.append(
-                DroppedItem(
-                    item=_item(best, now, best_scores, False), reason="over_budget"
-                )
-            )
+        if used + cost(best) > budget:
+            drop(best, best_scores, "over_budget")
             continue
-        selected.append(_item(best, now, best_scores, False))
-        chosen_vectors.append(best.vector)
-        chosen_keys.add(best.content_key)
-        used += best.token_count
+        select(best, best_scores, False)
+    selected = _merge_selected(chosen, order, now)
+    used = sum(i.token_count for i in selected)
+    if used > budget:  # not seen; the parts alone always fit
+        selected = _merge_selected(chosen, None, now)
+        used = sum(i.token_count for i in selected)
+    joined_into = {part: i.item_id for i in selected for part in i.chunk_ids}
+    dropped = [
+        d.model_copy(update={"duplicate_of": joined_into[d.duplicate_of]})
+        if d.duplicate_of in joined_into
+        else d
+        for d in dropped
+    ]
+    if index is not None and order is not None:
+        for old, current in _superseded(
+            index, order, request, policy, [c for c, _, _ in chosen], query_vec, at
+        ):
+            if old.item_id in by_id:
+                continue
+            old.relevance = max(0.0, min(1.0, float(query_vec @ old.vector)))
+            old.freshness = freshness(
+                old.effective_from, at, settings.freshness_half_life_days
+            )
+            scores, _, _ = assess(old)
+            drop(old, scores, "superseded", superseded_by=current)
     manifest_id = content_hash(
         request.model_dump(mode="json"),
         [i.item_id for i in selected],
@@ -371,4 +716,11 @@ def pack_context(
     )
 
 
-__all__ = ["PackError", "freshness", "pack_context", "redundancy"]
+__all__ = [
+    "PackError",
+    "freshness",
+    "overlap",
+    "pack_context",
+    "redundancy",
+    "shingles",
+]

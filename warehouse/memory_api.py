@@ -241,6 +241,17 @@ def known_input_hashes(wh: Warehouse) -> set[str]:
     return {r[0] for r in rows}
 
 
+def known_input_files(wh: Warehouse) -> list[tuple[str, str, str, str]]:
+    """``(file_hash, tenant_id, path, kind)`` of consent / system-record files a
+    committed run read (their landing identity: ``pipelines.ingest.landing``)."""
+    if "memory_inputs" not in wh.existing_tables():
+        return []
+    return wh.query(
+        "SELECT DISTINCT file_hash, tenant_id, path, kind FROM memory_inputs "
+        "WHERE status = 'processed'"
+    ).fetchall()
+
+
 def _arrow_rows(relation) -> list[dict[str, Any]]:
     table = relation.arrow()
     if hasattr(table, "read_all"):
@@ -827,6 +838,100 @@ def _scrub_file(
     return refs
 
 
+def _attributed_dead_letters(
+    wh: Warehouse,
+    tenant_id: str,
+    subject_id: str,
+    sessions: Sequence[str],
+    metadata_key: str,
+) -> list[tuple[str, str | None]]:
+    """``(dead_letter_id, quarantine_ref)`` of the tenant's dead letters that are
+    the subject's: a ``subject=<id>/`` folder on their source file, or quarantined
+    raw bytes that name the subject (``metadata.<key>`` of a transcript line,
+    ``subject_id`` of a consent event or system record) or continue one of the
+    subject's sessions of the same file (its source session id). A rejected
+    record in a file shared with other subjects is attributed by its content:
+    there is no other place that knows whose it is. Raw bytes that are not a
+    JSON object and carry no subject folder cannot be attributed (docs/security.md).
+    """
+    import json
+
+    from pipelines.memory.subjects import subject_from_metadata, subject_from_path
+
+    con = wh.connection()
+    con.register(
+        "__erase_dl_sessions",
+        pa.table({"session_id": pa.array(list(sessions), pa.string())}),
+    )
+    try:
+        theirs = {
+            (f, e)
+            for f, e in con.execute(
+                "SELECT source_file, external_id FROM sessions WHERE session_id IN "
+                "(SELECT session_id FROM __erase_dl_sessions) "
+                "AND external_id IS NOT NULL"
+            ).fetchall()
+        }
+    finally:
+        con.unregister("__erase_dl_sessions")
+    rows = con.execute(
+        "SELECT dead_letter_id, source_file, quarantine_ref FROM dead_letters "
+        "WHERE tenant_id = ?",
+        [tenant_id],
+    ).fetchall()
+    root = wh.root.resolve()
+    found: list[tuple[str, str | None]] = []
+    for dead_letter_id, source_file, ref in rows:
+        if subject_from_path(source_file or "") == subject_id:
+            found.append((dead_letter_id, ref))
+            continue
+        if not ref:
+            continue
+        target = (root / ref).resolve()
+        if root not in target.parents or not target.is_file():
+            continue
+        try:
+            value = json.loads(target.read_bytes())
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        if not isinstance(value, dict):
+            continue
+        named = subject_from_metadata(value.get("metadata"), metadata_key) or (
+            subject_from_metadata(value, "subject_id")
+        )
+        session = value.get("session_id")
+        if named == subject_id or (
+            named is None
+            and isinstance(session, str)
+            and (source_file, session) in theirs
+        ):
+            found.append((dead_letter_id, ref))
+    return found
+
+
+def _remove_quarantine_copies(root: Path, refs: Iterable[str]) -> int:
+    """Delete every quarantined copy of the raw bytes behind ``refs``.
+
+    A quarantine file is named by the sha256 of its bytes, and a run that met
+    the same bad record again (a backfill, a rerun after a crash) wrote its own
+    copy under its own run folder, with no dead letter pointing at it (the dead
+    letter's id did not change, so its row was not inserted again). So the
+    copies are found by name in every run folder, not by reference.
+    """
+    names = {Path(ref).name for ref in refs if ref and ref.endswith(".bin")}
+    base = root / "quarantine"
+    removed = 0
+    if not names or not base.is_dir():
+        return 0
+    for folder in base.iterdir():
+        for name in names:
+            target = folder / name
+            if target.is_file():
+                target.unlink()
+                removed += 1
+    return removed
+
+
 def erase_subject(
     root: str | Path,
     tenant_id: str,
@@ -849,7 +954,11 @@ def erase_subject(
     landing files that hold only the subject's sessions are replaced by
     ``erased:<sha256>`` in ``landing_files`` and ``dead_letters`` (the hash stays,
     so the next nightly does not ingest the file again), and their quarantined
-    raw bytes are deleted. Then ``purge_history`` and a receipt in ``erasures``.
+    raw bytes are deleted. Dead letters attributable to the subject (a subject
+    folder on their path, or quarantined bytes that name the subject or continue
+    one of their sessions: ``_attributed_dead_letters``) are deleted, and every
+    quarantined copy of their bytes, a backfill's or a rerun's included. Then
+    ``purge_history``, the ``staging/`` folder, and a receipt in ``erasures``.
     Pseudonyms are keyed HMACs computed on the fly: no mapping table exists, so
     there is none to delete (``pseudonym_mappings`` = 0).
     """
@@ -869,6 +978,9 @@ def erase_subject(
         )
         own_files = sorted(f for f, whole in files.items() if whole)
         columns = _columns(wh)
+        attributed = _attributed_dead_letters(
+            wh, tenant_id, subject_id, sessions, settings.subject_metadata_key
+        )
         _register_erase_sets(wh, tenant_id, sessions)
         try:
             with wh.transaction():
@@ -890,6 +1002,25 @@ def erase_subject(
                         counts["artifacts"] = int(deleted)
                 for path in own_files:
                     quarantine.extend(_scrub_file(wh, tenant_id, path, counts))
+                if attributed:
+                    con.register(
+                        "__erase_dead",
+                        pa.table(
+                            {"id": pa.array([d for d, _ in attributed], pa.string())}
+                        ),
+                    )
+                    try:
+                        dropped = con.execute(
+                            "DELETE FROM dead_letters WHERE dead_letter_id IN "
+                            "(SELECT id FROM __erase_dead)"
+                        ).fetchone()[0]
+                    finally:
+                        con.unregister("__erase_dead")
+                    if dropped:
+                        counts["dead_letters"] = counts.get("dead_letters", 0) + int(
+                            dropped
+                        )
+                    quarantine.extend(r for _, r in attributed if r)
                 _set_message(
                     wh,
                     f"erase {erasure_id}",
@@ -899,12 +1030,9 @@ def erase_subject(
             for name in ("__erase_sessions", "__erase_messages", "__erase_artifacts"):
                 con.unregister(name)
     history = purge_history(root, catalog=catalog, data_path=data_path)
-    removed_quarantine = 0
-    for ref in sorted(set(quarantine)):
-        target = root / ref
-        if target.is_file() and root.resolve() in target.resolve().parents:
-            target.unlink()
-            removed_quarantine += 1
+    removed_quarantine = _remove_quarantine_copies(root, quarantine)
+    # Shards of runs that never committed (or are running: forget must run
+    # with no writer) hold the subject's rows in plain Parquet.
     staging = root / "staging"
     if staging.is_dir():
         shutil.rmtree(staging, ignore_errors=True)

@@ -6,10 +6,13 @@ What is purged, and where it happens:
    older than ``policy.history.keep_snapshots_days`` are expired (the current
    one never is) and the files only they used are deleted, so rows a purge or
    erasure removed do not live on in time travel past that window; data files
-   the catalog does not know (an interrupted commit's) and the ``staging/`` and
-   ``quarantine/`` folders of runs that never committed are deleted once older
-   than ``orphan_grace_hours``. None of this changes what the current snapshot
-   shows, so an interrupted expiry leaves the warehouse as it was.
+   the catalog does not know (an interrupted commit's) are deleted at once on a
+   local catalog (no other writer can be mid-commit while this one holds it)
+   and once older than ``orphan_grace_hours`` on a shared one; the ``staging/``
+   folders of dead attempts (their lock is free) at once, and ``quarantine/``
+   folders of runs that never committed once older than the grace period.
+   None of this changes what the current snapshot shows, so an interrupted
+   expiry leaves the warehouse as it was.
 2. **Rows** (``purge_in_transaction``), inside the run's own commit transaction:
    the memory lifecycle (``warehouse.memory_api``: memories past retention or
    without a live basis are deleted with receipts, supersession re-resolved for
@@ -46,7 +49,7 @@ from schemas import RunManifest, content_hash
 from schemas.arrow import to_table
 from schemas.policy import HistorySettings, Policy
 from warehouse.catalog import LAKE_ALIAS, Warehouse
-from warehouse.concurrency import retry_on_conflict
+from warehouse.concurrency import attempt_alive, retry_on_conflict
 
 
 @dataclass
@@ -132,8 +135,8 @@ def expire_history(
     """Expire old snapshots, delete their files and debris of crashed runs.
 
     Runs outside any transaction (DuckLake's maintenance calls commit on their
-    own). ``current_run``: a run id whose staging folder must be kept (the run
-    about to commit).
+    own). ``current_run``: the name of the staging folder that must be kept
+    (``staging/<run_id>-<attempt>`` of the run about to commit).
     """
     out = HistoryExpiry()
     con = wh.connection()
@@ -153,10 +156,20 @@ def expire_history(
             ).fetchall()
         )
     grace = now - timedelta(hours=settings.orphan_grace_hours)
+    # A local DuckDB catalog file is open in one process at a time (DuckDB's
+    # file lock), and DuckLake writes data files only inside a transaction of
+    # an attached catalog: while this connection holds the catalog, no other
+    # process can be half-way through a commit (and a job commits from one
+    # thread, after this cleanup), so every unknown file is a killed commit's
+    # and goes now. A shared (Postgres) catalog may have a
+    # writer on another machine mid-commit: there the grace period stands.
+    if wh.catalog.startswith(("postgres:", "postgresql:")):
+        scope = f"older_than => {_ts(grace)}"
+    else:
+        scope = "cleanup_all => true"
     out.orphan_files_deleted = len(
         con.execute(
-            f"CALL ducklake_delete_orphaned_files('{LAKE_ALIAS}', "
-            f"older_than => {_ts(grace)})"
+            f"CALL ducklake_delete_orphaned_files('{LAKE_ALIAS}', {scope})"
         ).fetchall()
     )
     out.stale_run_dirs_removed = _remove_stale_run_dirs(wh, grace, current_run)
@@ -166,9 +179,14 @@ def expire_history(
 def _remove_stale_run_dirs(
     wh: Warehouse, older_than: datetime, current_run: str | None
 ) -> int:
-    """Delete ``staging/<run>`` and ``quarantine/<run>`` folders of runs that
-    never committed (a killed run's shards, a crashed run's quarantined raw
-    bytes), once untouched since ``older_than``."""
+    """Delete ``staging/<run>-<attempt>`` and ``quarantine/<run>`` folders of
+    runs that never committed (a killed run's shards, a crashed run's
+    quarantined raw bytes), once untouched since ``older_than``.
+
+    A staging folder whose attempt lock (``warehouse.concurrency.attempt_lock``)
+    no process holds is a dead attempt's and goes at once; one whose lock is
+    held belongs to a running job and stays, however old. Only folders without
+    a lock file (older versions) wait for the grace period."""
     committed = {r[0] for r in wh.query("SELECT run_id FROM runs").fetchall()}
     referenced = {
         r[0].split("/")[1]
@@ -186,7 +204,10 @@ def _remove_stale_run_dirs(
         for entry in base.iterdir():
             if not entry.is_dir() or entry.name == current_run or entry.name in keep:
                 continue
-            if _newest_mtime(entry) >= limit:
+            alive = attempt_alive(entry) if folder == "staging" else None
+            if alive:
+                continue
+            if alive is None and _newest_mtime(entry) >= limit:
                 continue
             shutil.rmtree(entry, ignore_errors=True)
             removed += 1

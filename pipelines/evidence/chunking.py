@@ -10,8 +10,12 @@ paragraphs separated by blank lines), then blocks are packed into chunks:
   ``max_tokens`` (cl100k, counted on the exact chunk text);
 * a block larger than ``max_tokens`` is split at line ends, then at spaces, then
   (for one enormous token run) at a character position;
-* a trailing piece under ``min_tokens`` joins the previous chunk of the same
-  section when the result still fits.
+* a fragment under ``min_tokens`` never stands alone when a neighbour can take
+  it: a continuation piece joins the previous chunk of its section when the
+  result fits ``max_tokens``; when it does not fit, the two are cut again into
+  two balanced pieces of at least ``min_tokens`` each; a bare heading with no
+  body (a trailing ``## See also``) joins the chunk before it. A whole short
+  section (heading and body) is not a fragment and stays its own chunk.
 
 Every chunk is a span ``[char_start, char_end)`` of the input, so
 ``text[char_start:char_end]`` is the chunk text exactly and a quote can be cited.
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 from pipelines.ingest.tokens import count_tokens
 
 #: Bump when the chunking rules change (stored with every document version).
-CHUNKER_VERSION = "sections-1"
+CHUNKER_VERSION = "sections-2"
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -56,6 +60,8 @@ class ChunkSpan:
     section_path: tuple[str, ...]
     token_count: int
     starts_section: bool = False
+    #: Only heading lines, no body (a section with nothing under it).
+    headings_only: bool = False
 
 
 @dataclass
@@ -206,16 +212,21 @@ def chunk_text(
     stack: list[tuple[int, str]] = []
     current: _Open | None = None
 
-    def emit(start: int, end: int, starts_section: bool) -> None:
+    def emit(start: int, end: int, starts_section: bool, bare: bool = False) -> None:
         path = tuple(title for _, title in stack)
         chunks.append(
-            ChunkSpan(start, end, path, count(text[start:end]), starts_section)
+            ChunkSpan(start, end, path, count(text[start:end]), starts_section, bare)
         )
 
     def close() -> None:
         nonlocal current
         if current is not None:
-            emit(current.start, current.end, current.starts_section)
+            emit(
+                current.start,
+                current.end,
+                current.starts_section,
+                current.starts_section and current.headings_only,
+            )
         current = None
 
     for block in parse_blocks(text):
@@ -263,25 +274,107 @@ def _merge_small(
     min_tokens: int,
     count: TokenCounter,
 ) -> list[ChunkSpan]:
-    """Join a small chunk to the previous one of the same section if it fits."""
+    """Give every fragment under ``min_tokens`` to a neighbour (module doc).
+
+    Why: a 3-token tail ("See also", the last line of a log) carries no meaning
+    on its own, yet as a chunk it is embedded, ranked and packed like any other.
+    """
     out: list[ChunkSpan] = []
-    for chunk in chunks:
+    for chunk in _heading_to_body(text, chunks, max_tokens, min_tokens, count):
         prev = out[-1] if out else None
-        if (
-            prev is not None
-            and chunk.token_count < min_tokens
-            and not chunk.starts_section
-            and prev.section_path == chunk.section_path
-        ):
-            merged = count(text[prev.char_start : chunk.char_end])
-            if merged <= max_tokens:
-                out[-1] = ChunkSpan(
-                    prev.char_start,
-                    chunk.char_end,
-                    prev.section_path,
-                    merged,
-                    prev.starts_section,
-                )
+        if prev is None or chunk.token_count >= min_tokens:
+            out.append(chunk)
+            continue
+        same_section = not chunk.starts_section and (
+            prev.section_path == chunk.section_path
+        )
+        if not (same_section or chunk.headings_only):
+            out.append(chunk)  # a short but whole section stays itself
+            continue
+        merged = count(text[prev.char_start : chunk.char_end])
+        if merged <= max_tokens:
+            out[-1] = ChunkSpan(
+                prev.char_start,
+                chunk.char_end,
+                prev.section_path,
+                merged,
+                prev.starts_section,
+                prev.headings_only and chunk.headings_only,
+            )
+            continue
+        if same_section:
+            pair = _rebalance(text, prev, chunk, max_tokens, min_tokens, count)
+            if pair is not None:
+                out[-1:] = pair
                 continue
         out.append(chunk)
+    return out
+
+
+def _rebalance(
+    text: str,
+    prev: ChunkSpan,
+    small: ChunkSpan,
+    max_tokens: int,
+    min_tokens: int,
+    count: TokenCounter,
+) -> list[ChunkSpan] | None:
+    """``prev`` and the fragment after it, cut again so that both pieces hold
+    at least ``min_tokens`` (None when no such cut exists).
+
+    The cut moves back from the old boundary as little as it must, at a
+    paragraph break if one works, else a line end, else a space."""
+    for pattern in (r"\n[ \t]*\n", r"\n", r"[ \t]+"):
+        found = re.finditer(pattern, text[prev.char_start : small.char_start])
+        cuts = sorted((prev.char_start + m.start() for m in found), reverse=True)
+        for cut in cuts:
+            s1, e1 = _trim(text, prev.char_start, cut)
+            s2, e2 = _trim(text, cut, small.char_end)
+            left, right = count(text[s1:e1]), count(text[s2:e2])
+            if right > max_tokens or left < min_tokens:
+                break  # moving further back only makes it worse
+            if right >= min_tokens:
+                return [
+                    ChunkSpan(s1, e1, prev.section_path, left, prev.starts_section),
+                    ChunkSpan(s2, e2, prev.section_path, right, False),
+                ]
+    return None
+
+
+def _heading_to_body(
+    text: str,
+    chunks: list[ChunkSpan],
+    max_tokens: int,
+    min_tokens: int,
+    count: TokenCounter,
+) -> list[ChunkSpan]:
+    """A short bare heading followed by its own body (a continuation chunk of
+    the same section) joins that body when the result fits."""
+    out: list[ChunkSpan] = []
+    i = 0
+    while i < len(chunks):
+        chunk = chunks[i]
+        nxt = chunks[i + 1] if i + 1 < len(chunks) else None
+        if (
+            nxt is not None
+            and chunk.headings_only
+            and chunk.token_count < min_tokens
+            and not nxt.starts_section
+            and nxt.section_path == chunk.section_path
+        ):
+            merged = count(text[chunk.char_start : nxt.char_end])
+            if merged <= max_tokens:
+                out.append(
+                    ChunkSpan(
+                        chunk.char_start,
+                        nxt.char_end,
+                        chunk.section_path,
+                        merged,
+                        chunk.starts_section,
+                    )
+                )
+                i += 2
+                continue
+        out.append(chunk)
+        i += 1
     return out

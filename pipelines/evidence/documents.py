@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 from pipelines.evidence.chunking import CHUNKER_VERSION, chunk_text
@@ -26,6 +25,8 @@ from pipelines.evidence.landing import (
     resolve_metadata,
     split_front_matter,
 )
+from pipelines.ingest.landing import read_regular
+from pipelines.ingest.sources import has_surrogate
 from pipelines.ingest.tokens import count_tokens
 from schemas import Artifact, DeadLetter, PiiFinding, content_hash
 from schemas.evidence import DocumentFile, DocumentVersion, EvidenceChunk
@@ -34,8 +35,13 @@ from schemas.policy import Policy
 STAGE_DOCS = "evidence_docs"
 STAGE_ARTIFACTS = "evidence_artifacts"
 STAGE_EMBED = "evidence_embed"
+#: Reason of a chunk that still holds a secret after redaction (not stored).
+SECRET_IN_TEXT = "secret_in_text"
+#: What replaces such a chunk's span in the stored document text.
+MASK = "\u2588"
 
-#: Effective date of tool artifacts whose messages carry no timestamp.
+#: Effective date of a tool artifact when neither its messages nor the run
+#: give a time (a run always does: ``RunInfo.received_at``).
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _BLANK = re.compile(r"\n[ \t]*\r?\n(?:[ \t]*\r?\n)*")
@@ -56,6 +62,9 @@ class RunInfo:
     run_id: str
     policy_version: str
     job_version: str
+    #: When this run read its input: the time of a tool output whose messages
+    #: carry none (``build_artifact``). Never part of an id.
+    received_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +190,54 @@ def redact_body(body: str, redact: RedactFn) -> tuple[str, list[PiiFinding]]:
     return "".join(out), findings
 
 
+def screen_secrets(
+    drafts: Sequence[ChunkDraft], source_file: str, run: RunInfo
+) -> tuple[list[ChunkDraft], list[DeadLetter]]:
+    """Split ``drafts`` into the clean ones and a text-free dead letter per chunk
+    whose text still matches a secret rule (``secret_in_text``).
+
+    Defense in depth: the text was redacted already, so a match is a secret
+    the redactor missed. Such a chunk is never embedded nor stored. Its dead
+    letter is of stage ``evidence_embed`` (unit: chunk), so every chunk a
+    version announces (``chunk_count``) is stored or dead-lettered, as before.
+    """
+    from pipelines.redact.residual import secret_in_text  # noqa: PLC0415
+
+    kept: list[ChunkDraft] = []
+    letters: list[DeadLetter] = []
+    for draft in drafts:
+        if not secret_in_text(draft.text):
+            kept.append(draft)
+            continue
+        fields = draft.fields
+        letters.append(
+            evidence_dead_letter(
+                STAGE_EMBED,
+                fields["tenant_id"],
+                source_file,
+                fields["chunk_id"],
+                f"chunk:{fields['ordinal']}",
+                SECRET_IN_TEXT,
+                "chunk text matches a secret rule after redaction; not stored",
+                run,
+            )
+        )
+    return kept, letters
+
+
+def mask_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """``text`` with each ``(start, end)`` span blanked to ``MASK`` characters
+    (line breaks kept), so the offsets of every other chunk stay valid."""
+    if not spans:
+        return text
+    chars = list(text)
+    for start, end in spans:
+        for i in range(start, end):
+            if chars[i] not in "\r\n":
+                chars[i] = MASK
+    return "".join(chars)
+
+
 def chunk_drafts(
     version: DocumentVersion,
     text: str,
@@ -211,6 +268,7 @@ def chunk_drafts(
                     "doc_id": version.doc_id,
                     "doc_version": version.version,
                     "kind": version.kind,
+                    "subject_id": version.subject_id,
                     "acl": list(version.acl),
                     "trust": version.trust,
                     "effective_from": version.effective_from,
@@ -265,12 +323,14 @@ def build_document(
             ],
         )
 
+    if item.refusal:  # a FIFO, broken or escaping symlink: never read
+        return fail(item.refusal, item.refusal_detail)
     if item.size_bytes > policy.limits.max_record_bytes:
         return fail("document_too_large", "document exceeds limits.max_record_bytes")
     raw = ""
     if not item.tombstone:
         try:
-            data = Path(item.path or "").read_bytes()
+            data = read_regular(item.path or "")
         except OSError as exc:
             return fail("file_unreadable", f"{type(exc).__name__}")
         try:
@@ -289,7 +349,14 @@ def build_document(
             fallback_version=f"sha-{item.file_hash[:8]}",
         )
     except (MetadataError, OSError, UnicodeDecodeError) as exc:
-        return fail("bad_metadata", str(exc)[:200])
+        # MetadataError messages are ours and name the field only; other errors
+        # can quote the file, so only their type is kept.
+        detail = str(exc) if isinstance(exc, MetadataError) else type(exc).__name__
+        return fail("bad_metadata", detail[:200])
+    if has_surrogate([meta.doc_id, meta.tenant_id, meta.version, meta.title, meta.acl]):
+        # A "\udc80" escape in a sidecar or front matter decodes, but no encoder
+        # downstream (pyarrow, DuckDB) accepts it: one dead letter, not a failed run.
+        return fail("invalid_text", "metadata holds a lone surrogate code point")
     body = raw[body_start:]
     try:
         redacted, findings = redact_body(body, redact) if body.strip() else ("", [])
@@ -327,7 +394,16 @@ def build_document(
         run_id=run.run_id,
     )
     drafts = [] if meta.deleted else chunk_drafts(version, redacted, policy)
-    version = version.model_copy(update={"chunk_count": len(drafts)})
+    kept, letters = screen_secrets(drafts, item.rel_path, run)
+    update: dict[str, Any] = {"chunk_count": len(drafts)}
+    if letters:
+        # the version's text must not keep what its chunk may not
+        dropped = [d for d in drafts if d not in kept]
+        masked = mask_spans(
+            redacted, [(d.fields["char_start"], d.fields["char_end"]) for d in dropped]
+        )
+        update.update(text=masked, text_hash=text_hash(masked))
+    version = version.model_copy(update=update)
     return BuiltSource(
         file=DocumentFile(
             file_hash=item.file_hash,
@@ -339,7 +415,8 @@ def build_document(
             run_id=run.run_id,
         ),
         version=version,
-        chunks=drafts,
+        chunks=kept,
+        dead_letters=letters,
     )
 
 
@@ -349,26 +426,37 @@ def build_artifact(
     run: RunInfo,
     observed_at: datetime | None = None,
     tool_name: str | None = None,
+    subject_id: str | None = None,
 ) -> BuiltSource:
     """Chunk one (already redacted) tool output as evidence kind ``tool_artifact``.
 
-    The artifact id is the document id; it has a single version, effective from
-    the earliest message that carried it (``observed_at``).
+    The artifact id is the document id. The output belongs to ``subject_id``,
+    the subject of the session that produced it (``subject_for``): search and
+    pack serve it to that subject's requests and to the policy's operator
+    groups only (``acl`` records those groups). The same output seen in the
+    sessions of two subjects is two versions, one per subject (the subject is
+    part of the version id), each effective from the earliest message of that
+    subject that carried it (``observed_at``). Messages without a timestamp
+    (SWE-agent, tau-bench and ToolBench transcripts have none) give it the time
+    the run received them (``run.received_at``): dated 1970, its freshness
+    would be 0 and ``pack`` would never select it.
     """
     settings = policy.evidence.artifacts
     text = artifact.content[: settings.max_chars]
+    owner = () if subject_id is None else (subject_id,)
     version = DocumentVersion(
         doc_version_id=content_hash(
-            artifact.tenant_id, artifact.artifact_id, prefix="dv_"
+            artifact.tenant_id, artifact.artifact_id, *owner, prefix="dv_"
         ),
         tenant_id=artifact.tenant_id,
         doc_id=artifact.artifact_id,
         kind="tool_artifact",
+        subject_id=subject_id,
         version="1",
         version_sort="1",
-        effective_from=observed_at or EPOCH,
+        effective_from=observed_at or run.received_at or EPOCH,
         title=tool_name,
-        acl=list(settings.acl),
+        acl=list(settings.operator_groups),
         trust=settings.trust,
         source_path=f"artifacts/{artifact.artifact_id}",
         source_hash=artifact.artifact_id,
@@ -384,7 +472,9 @@ def build_artifact(
     drafts = chunk_drafts(
         version, text, policy, section_root=[tool_name] if tool_name else []
     )
+    kept, letters = screen_secrets(drafts, version.source_path, run)
     return BuiltSource(
         version=version.model_copy(update={"chunk_count": len(drafts)}),
-        chunks=drafts,
+        chunks=kept,
+        dead_letters=letters,
     )

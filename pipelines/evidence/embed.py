@@ -89,13 +89,12 @@ class Embedder:
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    import torch  # noqa: PLC0415
-
                     from pipelines.models import sentence_model  # noqa: PLC0415
 
-                    if self.settings.torch_threads:
-                        torch.set_num_threads(self.settings.torch_threads)
-                    self._model = sentence_model(model_path(self.settings.model))
+                    # the policy's torch_threads, else the launcher's budget
+                    self._model = sentence_model(
+                        model_path(self.settings.model), self.settings.torch_threads
+                    )
         return self._model
 
     def encode(self, texts: Sequence[str], model: Any = None) -> np.ndarray:

@@ -20,7 +20,10 @@ A sidecar without its file that says ``deleted: true`` is a *tombstone*: it
 closes the document's current version at its ``effective_date``.
 
 Files are identified by the sha256 of their bytes plus their sidecar and
-manifest entry, so an unchanged file is never read twice.
+manifest entry, and by their ``tenant=``/``subject=`` folders (the landing
+identity, ``pipelines.ingest.landing.landing_identity``), so an unchanged file is
+never read twice and the same bytes under two tenants are two documents. Only
+regular files inside the docs folder are read (docs/landing.md).
 """
 
 from __future__ import annotations
@@ -36,7 +39,17 @@ from typing import Any
 
 import yaml
 
-from pipelines.ingest.landing import tenant_for
+from pipelines.ingest import reasons
+from pipelines.ingest.landing import (
+    NotRegularFileError,
+    Refusal,
+    check_entry,
+    landing_identity,
+    read_regular,
+    refused_hash,
+    safe_rel,
+    tenant_for,
+)
 from schemas.base import canonical_json
 
 SIDECAR_SUFFIXES = (".meta.json", ".meta.yaml", ".meta.yml")
@@ -84,6 +97,15 @@ class DocItem:
     sidecar: str | None = None
     manifest_entry: dict[str, Any] | None = None
     tombstone: bool = False
+    #: A reason code when the file (or its sidecar) must not be read: the
+    #: evidence stage turns the item into one dead letter.
+    refusal: str | None = None
+    refusal_detail: str = ""
+
+    @property
+    def landing_id(self) -> str:
+        """Tenant folder + subject folder + bytes (``landing_identity``)."""
+        return landing_identity(self.rel_path, self.file_hash)
 
 
 @dataclass
@@ -125,12 +147,20 @@ def _path_tenant(rel_path: str) -> str | None:
     return None if tenant == marker else tenant
 
 
-def _load_manifests(root: Path) -> dict[str, dict[str, Any]]:
-    """``versions.json`` entries keyed by the resolved path of their file."""
+def _load_manifests(root: Path, skipped: list[str]) -> dict[str, dict[str, Any]]:
+    """``versions.json`` entries keyed by the resolved path of their file.
+
+    A manifest that is not a regular file inside ``root`` is never read: it is
+    listed in ``skipped`` and only loses its hints. Its ``file`` entries that
+    point outside ``root`` are ignored (they could not be read anyway).
+    """
     out: dict[str, dict[str, Any]] = {}
     for manifest in sorted(root.rglob(MANIFEST_NAME)):
+        if check_entry(manifest, root) is not None:
+            skipped.append(manifest.relative_to(root).as_posix())
+            continue
         try:
-            documents = json.loads(manifest.read_text(encoding="utf-8"))
+            documents = json.loads(read_regular(manifest).decode("utf-8"))
         except (OSError, ValueError):
             continue  # an unreadable manifest only loses its hints
         if not isinstance(documents, list):
@@ -155,27 +185,35 @@ def discover_documents(
     default_tenant: str,
     suffixes: tuple[str, ...] = (".md", ".markdown", ".txt"),
 ) -> DocDiscovery:
-    """Every document version under ``docs`` (sorted; hidden entries skipped)."""
-    root = Path(docs)
+    """Every document version under ``docs`` (sorted; hidden entries skipped).
+
+    Only regular files inside ``docs`` are read (``check_entry``); a document
+    whose file or sidecar is a FIFO, a broken symlink or a symlink out of the
+    folder becomes a refused item (a dead letter), read by no one.
+    """
+    root = Path(docs).resolve()
     if not root.is_dir():
-        raise FileNotFoundError(f"docs folder not found: {root}")
-    manifests = _load_manifests(root)
+        raise FileNotFoundError(f"docs folder not found: {Path(docs)}")
     found = DocDiscovery()
+    manifests = _load_manifests(root, found.skipped)
     wanted = tuple(s.lower() for s in suffixes)
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        names = set(filenames)
-        for name in sorted(filenames):
+        linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and d not in linked
+        )
+        names = set(filenames) | set(linked)
+        for name in sorted(names):
             if name.startswith("."):
                 continue
             path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
+            rel = safe_rel(path.relative_to(root).as_posix())
             lower = name.lower()
             if lower.endswith(SIDECAR_SUFFIXES):
                 suffix = next(s for s in SIDECAR_SUFFIXES if lower.endswith(s))
                 body = name[: -len(suffix)]
                 if body not in names:
-                    found.items.append(_tombstone(path, rel, default_tenant))
+                    found.items.append(_tombstone(path, rel, default_tenant, root))
                 continue
             if lower == MANIFEST_NAME or lower == "license.origin":
                 continue
@@ -190,31 +228,82 @@ def discover_documents(
                 ),
                 None,
             )
-            entry = manifests.get(str(path.resolve()))
-            data = path.read_bytes()
-            extra = sidecar.read_bytes() if sidecar else b""
-            stat = path.stat()
-            path_tenant = _path_tenant(rel)
             found.items.append(
-                DocItem(
-                    path=str(path.resolve()),
-                    rel_path=rel,
-                    file_hash=_sha256(
-                        data, extra, canonical_json(entry).encode("utf-8")
-                    ),
-                    size_bytes=len(data),
-                    tenant_id=path_tenant or default_tenant,
-                    path_tenant=path_tenant,
-                    mtime=stat.st_mtime,
-                    sidecar=str(sidecar.resolve()) if sidecar else None,
-                    manifest_entry=entry,
-                )
+                _document(path, rel, sidecar, manifests, default_tenant, root)
             )
     return found
 
 
-def _tombstone(path: Path, rel: str, default_tenant: str) -> DocItem:
-    data = path.read_bytes()
+def _read_entry(path: Path, root: Path, what: str) -> tuple[bytes, str] | Refusal:
+    """``(bytes, resolved path)`` of a regular file inside ``root``, or why not."""
+    refusal = check_entry(path, root)
+    if refusal is None:
+        target = os.path.realpath(path)
+        try:
+            return read_regular(target), target
+        except NotRegularFileError as exc:
+            refusal = Refusal(reasons.NOT_REGULAR_FILE, str(exc))
+        except OSError as exc:
+            refusal = Refusal(reasons.FILE_UNREADABLE, type(exc).__name__)
+    if what:
+        return Refusal(refusal.reason, f"{what}: {refusal.detail}")
+    return refusal
+
+
+def _refused(rel: str, default_tenant: str, refusal: Refusal) -> DocItem:
+    path_tenant = _path_tenant(rel)
+    return DocItem(
+        path=None,
+        rel_path=rel,
+        file_hash=refused_hash(rel, refusal),
+        size_bytes=0,
+        tenant_id=path_tenant or default_tenant,
+        path_tenant=path_tenant,
+        mtime=0.0,
+        refusal=refusal.reason,
+        refusal_detail=refusal.detail,
+    )
+
+
+def _document(
+    path: Path,
+    rel: str,
+    sidecar: Path | None,
+    manifests: dict[str, dict[str, Any]],
+    default_tenant: str,
+    root: Path,
+) -> DocItem:
+    read = _read_entry(path, root, "")
+    if isinstance(read, Refusal):
+        return _refused(rel, default_tenant, read)
+    data, target = read
+    extra, sidecar_target = b"", None
+    if sidecar is not None:
+        side = _read_entry(sidecar, root, "sidecar")
+        if isinstance(side, Refusal):
+            # Never guess around metadata that may carry the ACL.
+            return _refused(rel, default_tenant, side)
+        extra, sidecar_target = side
+    entry = manifests.get(target)
+    path_tenant = _path_tenant(rel)
+    return DocItem(
+        path=target,
+        rel_path=rel,
+        file_hash=_sha256(data, extra, canonical_json(entry).encode("utf-8")),
+        size_bytes=len(data),
+        tenant_id=path_tenant or default_tenant,
+        path_tenant=path_tenant,
+        mtime=os.stat(target).st_mtime,
+        sidecar=sidecar_target,
+        manifest_entry=entry,
+    )
+
+
+def _tombstone(path: Path, rel: str, default_tenant: str, root: Path) -> DocItem:
+    read = _read_entry(path, root, "")
+    if isinstance(read, Refusal):
+        return _refused(rel, default_tenant, read)
+    data, target = read
     path_tenant = _path_tenant(rel)
     return DocItem(
         path=None,
@@ -223,8 +312,8 @@ def _tombstone(path: Path, rel: str, default_tenant: str) -> DocItem:
         size_bytes=len(data),
         tenant_id=path_tenant or default_tenant,
         path_tenant=path_tenant,
-        mtime=path.stat().st_mtime,
-        sidecar=str(path.resolve()),
+        mtime=os.stat(target).st_mtime,
+        sidecar=target,
         tombstone=True,
     )
 
@@ -250,8 +339,11 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], int]:
 
 
 def read_sidecar(path: str) -> dict[str, Any]:
-    """A sidecar's mapping (JSON or YAML by suffix)."""
-    raw = Path(path).read_text(encoding="utf-8")
+    """A sidecar's mapping (JSON or YAML by suffix; a regular file only)."""
+    try:
+        raw = read_regular(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MetadataError("sidecar is not UTF-8") from exc
     try:
         if path.lower().endswith(".json"):
             data = json.loads(raw)
@@ -275,7 +367,8 @@ def parse_when(value: Any) -> datetime:
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError as exc:
-            raise MetadataError(f"not an ISO date: {value[:40]!r}") from exc
+            # Never echo the value: dead-letter messages name the field only.
+            raise MetadataError("effective_date is not an ISO date") from exc
     else:
         raise MetadataError("effective_date must be an ISO date or datetime")
     if parsed.tzinfo is None:

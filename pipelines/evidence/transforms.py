@@ -1,17 +1,26 @@
 """Beam wrapper of the evidence stage: ``ChunkEvidence``.
 
-Inputs: document landing items (``DocItem``), the run's redacted ``artifacts`` and
-``messages``. Steps:
+Inputs: document landing items (``DocItem``), the run's redacted ``artifacts``,
+``messages`` and ``sessions``. Steps:
 
 1. ``ParseDocuments``: read, redact (``Redactor`` loads in ``setup()``) and chunk
    each document file; a tombstone becomes a deleted version with no chunks.
-2. ``ChunkArtifacts``: each distinct tool output, with the time and tool name of
-   the first message that carried it, chunked as kind ``tool_artifact``.
+2. ``ChunkArtifacts``: each distinct tool output, chunked as kind
+   ``tool_artifact`` once per subject whose sessions carried it (the subject
+   of a session is ``pipelines.memory.subjects.subject_for``), with the time
+   and tool name of the first such message: a tool output is evidence for its
+   own subject (and the policy's operator groups) only.
+
+Chunks whose text still matches a secret rule after redaction are dead letters
+(``secret_in_text``, stage ``evidence_embed``) and are never embedded or stored.
 3. ``EmbedChunks``: chunks are grouped by ``(tenant, content hash)``; a group
    whose vector the warehouse already holds reuses it (``LookupEmbeddingsFn``,
-   batched reads), the rest go through ``RunInference`` with
-   ``SentenceTransformerHandler`` (model loaded once per worker, batched), so
-   every distinct text is embedded at most once, ever.
+   batched reads on one read-only warehouse connection per worker, opened on
+   its first batch), the rest are embedded in batches by ``EmbedTextsFn``
+   (MiniLM loaded once per process, on the first batch), so every distinct
+   text is embedded at most once, ever. Not Beam's ``RunInference``: importing
+   ``apache_beam.ml`` pulls in torch (1-2 s) before the graph is even built,
+   also in runs that have nothing to embed.
 
 Outputs (``dict``): ``document_files``, ``documents``, ``evidence_chunks`` and
 ``dead_letter``. ``evidence_branch`` plugs the stage into the nightly graph.
@@ -19,20 +28,13 @@ Outputs (``dict``): ``document_files``, ``documents``, ``evidence_chunks`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
-from apache_beam.ml.inference.base import (
-    KeyedModelHandler,
-    ModelHandler,
-    PredictionResult,
-    RunInference,
-)
 
 from pipelines.config import JobConfig
 from pipelines.evidence.documents import (
@@ -45,7 +47,8 @@ from pipelines.evidence.documents import (
     evidence_dead_letter,
 )
 from pipelines.evidence.embed import Embedder
-from pipelines.timing import clock_of, timed
+from pipelines.memory.subjects import subject_for
+from pipelines.timing import timed
 from schemas.evidence import EmbeddingSettings
 
 DEAD_LETTER = "dead_letter"
@@ -56,49 +59,36 @@ def _run_info(config: JobConfig) -> RunInfo:
     return RunInfo(config.run_id, config.policy_version, config.code_version)
 
 
-class SentenceTransformerHandler(ModelHandler[str, np.ndarray, Any]):
-    """``RunInference`` handler for sentence-transformers (CPU, offline model).
+@timed("evidence_embed")
+class EmbedTextsFn(beam.DoFn):
+    """Batches of ``(drafts, text)`` -> the drafts' ``EvidenceChunk`` s.
 
-    ``load_model`` runs once per worker (Beam shares the model between the
-    threads of a process) and hands over an ``Embedder`` whose weights load on
-    its first batch, so a run without new texts never pays for the model;
-    batches are sized by the policy. With ``staging_dir`` each batch's time
-    counts towards the run's ``evidence_embed`` timing (``pipelines.timing``).
+    The ``Embedder`` is made in ``setup()`` and loads MiniLM (shared per
+    process: ``pipelines.models``) on its first batch, so a run with nothing
+    new to embed never loads torch. A batch the model cannot embed becomes one
+    dead letter per chunk (terminal: retrying the same text fails the same way).
     """
 
-    def __init__(self, settings: EmbeddingSettings, staging_dir: str | None = None):
-        super().__init__()
+    def __init__(self, config: JobConfig, settings: EmbeddingSettings):
+        self.config = config
         self.settings = settings
-        self.staging_dir = staging_dir
+        self.embedder: Embedder | None = None
+        self.embedded = Metrics.counter("evidence", "texts_embedded")
 
-    def load_model(self) -> Any:
-        return Embedder(self.settings)
+    def setup(self):
+        self.embedder = Embedder(self.settings)
 
-    def run_inference(
-        self,
-        batch: Sequence[str],
-        model: Any,
-        inference_args: dict[str, Any] | None = None,
-    ) -> Iterable[PredictionResult]:
-        clock = clock_of(self, STAGE_EMBED, self.staging_dir)
-        vectors = clock.measure(lambda: model.encode(list(batch)))
-        clock.flush()  # no end-of-bundle hook here; batches are big enough
-        return [
-            PredictionResult(example, vector)
-            for example, vector in zip(batch, vectors, strict=True)
-        ]
-
-    def batch_elements_kwargs(self) -> dict[str, int]:
-        return {
-            "min_batch_size": self.settings.min_batch_size,
-            "max_batch_size": self.settings.max_batch_size,
-        }
-
-    def get_num_bytes(self, batch: Sequence[str]) -> int:
-        return sum(len(text.encode("utf-8")) for text in batch)
-
-    def get_metrics_namespace(self) -> str:
-        return "evidence_embed"
+    def process(self, batch):
+        try:
+            vectors = self.embedder.encode([text for _drafts, text in batch])
+        except Exception as exc:  # noqa: BLE001 - terminal for this batch
+            yield from _failed_embeddings(self.config, batch, exc)
+            return
+        model = self.settings.model
+        for (drafts, _text), vector in zip(batch, vectors, strict=True):
+            self.embedded.inc()
+            for draft in drafts:
+                yield draft.complete(vector, model, reused=False)
 
 
 @timed("evidence_docs")
@@ -137,11 +127,17 @@ class ParseDocumentFn(beam.DoFn):
 
 @timed("evidence_artifacts")
 class ChunkArtifactFn(beam.DoFn):
-    """Chunk one distinct tool output; a failure is a dead letter."""
+    """Chunk one distinct tool output, one version per subject that saw it; a
+    failure is one dead letter for the artifact (no version of it is kept)."""
 
     def __init__(self, config: JobConfig, policy):
         self.config = config
         self.policy = policy
+        self.received_at = None
+
+    def setup(self):
+        # undated messages: their outputs take the time this run received them
+        self.received_at = received_now()
 
     def process(self, element):
         (tenant_id, artifact_id), grouped = element
@@ -151,14 +147,32 @@ class ChunkArtifactFn(beam.DoFn):
             yield from self._chunk(tenant_id, artifact_id, artifact, grouped["seen"])
 
     def _chunk(self, tenant_id, artifact_id, artifact, seen):
-        seen = [s for s in seen if s is not None]
-        observed = min((as_utc(t) for t, _ in seen if t is not None), default=None)
-        names = sorted({n for _, n in seen if n})
-        run = _run_info(self.config)
+        by_subject: dict[str | None, list] = {}
+        for sighting in seen:
+            if sighting is not None:
+                when, name, subject = sighting
+                by_subject.setdefault(subject, []).append((when, name))
+        if not by_subject:
+            by_subject[None] = []  # no sighting: operators only
+        run = replace(_run_info(self.config), received_at=self.received_at)
         try:
-            built = build_artifact(
-                artifact, self.policy, run, observed, names[0] if names else None
-            )
+            built = []
+            for subject in sorted(by_subject, key=lambda s: (s is not None, s)):
+                sightings = by_subject[subject]
+                observed = min(
+                    (as_utc(t) for t, _ in sightings if t is not None), default=None
+                )
+                names = sorted({n for _, n in sightings if n})
+                built.append(
+                    build_artifact(
+                        artifact,
+                        self.policy,
+                        run,
+                        observed,
+                        names[0] if names else None,
+                        subject_id=subject,
+                    )
+                )
         except Exception as exc:  # noqa: BLE001 - terminal for this artifact
             built = None
             letter = evidence_dead_letter(
@@ -173,9 +187,12 @@ class ChunkArtifactFn(beam.DoFn):
             )
         if built is None:
             yield pvalue.TaggedOutput(DEAD_LETTER, letter)
-        else:
-            yield pvalue.TaggedOutput("documents", built.version)
-            yield from built.chunks
+            return
+        for one in built:
+            yield pvalue.TaggedOutput("documents", one.version)
+            yield from one.chunks
+            for dead in one.dead_letters:
+                yield pvalue.TaggedOutput(DEAD_LETTER, dead)
 
 
 @timed("evidence_embed")
@@ -187,16 +204,46 @@ class LookupEmbeddingsFn(beam.DoFn):
         self.config = config
         self.model = model
         self.reused = Metrics.counter("evidence", "embeddings_reused")
+        self._con = None
+        self._opened = False
+
+    def _connection(self):
+        """One read-only warehouse connection for all of this instance's
+        batches (attaching the catalog costs ~0.1-0.3 s), opened on the first
+        batch; None when there is no warehouse yet."""
+        if not self._opened:
+            from warehouse.evidence_api import lookup_connection
+
+            self._con = lookup_connection(
+                self.config.warehouse, self.config.catalog, self.config.data_path
+            )
+            self._opened = True
+        return self._con
+
+    def _close(self):
+        if self._con is not None:
+            self._con.close()
+        self._con, self._opened = None, False
+
+    def finish_bundle(self):
+        # Closed at the end of each bundle too, not only in ``teardown`` (which
+        # Beam may call late or never): a held read-only attach of a DuckDB
+        # catalog file would block the run's own commit.
+        self._close()
+
+    def teardown(self):
+        self._close()
 
     def process(self, batch):
         from warehouse.evidence_api import lookup_embeddings
 
-        known = lookup_embeddings(
-            self.config.warehouse,
-            [key for key, _ in batch],
-            self.model,
-            catalog=self.config.catalog,
-            data_path=self.config.data_path,
+        con = self._connection()
+        known = (
+            lookup_embeddings(
+                self.config.warehouse, [key for key, _ in batch], self.model, con=con
+            )
+            if con is not None
+            else {}
         )
         for key, drafts in batch:
             vector = known.get(key)
@@ -208,34 +255,15 @@ class LookupEmbeddingsFn(beam.DoFn):
                 yield draft.complete(vector, self.model, reused=True)
 
 
-class CompleteEmbeddedFn(beam.DoFn):
-    """``(drafts, PredictionResult)`` -> the drafts' ``EvidenceChunk`` s."""
-
-    def __init__(self, model: str):
-        self.model = model
-        self.embedded = Metrics.counter("evidence", "texts_embedded")
-
-    def process(self, element):
-        drafts, result = element
-        self.embedded.inc()
-        vector = result.inference
+def _failed_embeddings(config: JobConfig, batch, exc: Exception):
+    """One text-free dead letter per chunk of a batch that could not be embedded."""
+    run = _run_info(config)
+    for drafts, _text in batch:
         for draft in drafts:
-            yield draft.complete(vector, self.model, reused=False)
-
-
-class FailedEmbeddingFn(beam.DoFn):
-    """A batch RunInference could not embed -> one dead letter per chunk."""
-
-    def __init__(self, config: JobConfig):
-        self.config = config
-
-    def process(self, element):
-        batch, exc = element
-        run = _run_info(self.config)
-        for drafts, _text in batch:
-            for draft in drafts:
-                fields = draft.fields
-                yield evidence_dead_letter(
+            fields = draft.fields
+            yield pvalue.TaggedOutput(
+                DEAD_LETTER,
+                evidence_dead_letter(
                     STAGE_EMBED,
                     fields["tenant_id"],
                     fields["doc_id"],
@@ -244,7 +272,8 @@ class FailedEmbeddingFn(beam.DoFn):
                     "embedding_failed",
                     f"embedding raised {type(exc).__name__}",
                     run,
-                )
+                ),
+            )
 
 
 class EmbedChunks(beam.PTransform):
@@ -275,24 +304,58 @@ class EmbedChunks(beam.PTransform):
                 "to_embed", main="reused"
             )
         )
-        handler = KeyedModelHandler(
-            SentenceTransformerHandler(self.settings, self.config.staging_dir)
-        )
-        embedded, failed = (
+        embedded = (
             looked_up.to_embed
-            | "RunInference" >> RunInference(handler).with_exception_handling()
+            | "BatchTexts"
+            >> beam.BatchElements(
+                min_batch_size=self.settings.min_batch_size,
+                max_batch_size=self.settings.max_batch_size,
+            )
+            | "EmbedTexts"
+            >> beam.ParDo(EmbedTextsFn(self.config, self.settings)).with_outputs(
+                DEAD_LETTER, main="chunks"
+            )
         )
-        fresh = embedded | "CompleteEmbedded" >> beam.ParDo(CompleteEmbeddedFn(model))
-        dead = failed.failed_inferences | "FailedEmbeddings" >> beam.ParDo(
-            FailedEmbeddingFn(self.config)
+        chunks = (looked_up.reused, embedded.chunks) | "FlattenChunks" >> beam.Flatten()
+        return {"evidence_chunks": chunks, DEAD_LETTER: embedded[DEAD_LETTER]}
+
+
+def _session_subject(session, metadata_key: str):
+    """``(session_id, subject)`` of a session record."""
+    return session.session_id, subject_for(
+        session.session_id, session.source_file, session.metadata, metadata_key
+    )
+
+
+def _sighting(message):
+    """``(session_id, (tenant, artifact id, time, tool name))`` of a message that
+    carried a tool output."""
+    if not message.artifact_ref:
+        return []
+    return [
+        (
+            message.session_id,
+            (message.tenant_id, message.artifact_ref, message.created_at, message.name),
         )
-        chunks = (looked_up.reused, fresh) | "FlattenChunks" >> beam.Flatten()
-        return {"evidence_chunks": chunks, DEAD_LETTER: dead}
+    ]
+
+
+def _sightings_with_subject(element):
+    """Join a session's subject onto its sightings:
+    ``((tenant, artifact id), (time, tool name, subject))``. A message whose
+    session record is missing gets that session's own subject (``subject_for``
+    with nothing known), never a shared one."""
+    session_id, grouped = element
+    subjects = sorted(grouped["subject"])
+    subject = subjects[0] if subjects else subject_for(session_id, "", None)
+    for tenant, artifact_id, when, name in grouped["sightings"]:
+        yield (tenant, artifact_id), (when, name, subject)
 
 
 class ChunkEvidence(beam.PTransform):
-    """``{"documents": DocItem s, "artifacts": Artifact s, "messages": Message s}``
-    -> ``{"document_files", "documents", "evidence_chunks", "dead_letter"}``."""
+    """``{"documents": DocItem s, "artifacts": Artifact s, "messages": Message s,
+    "sessions": Session s}`` -> ``{"document_files", "documents",
+    "evidence_chunks", "dead_letter"}``."""
 
     def __init__(self, config: JobConfig, policy, key: bytes):
         super().__init__()
@@ -307,12 +370,15 @@ class ChunkEvidence(beam.PTransform):
         artifacts = inputs["artifacts"] | "KeyArtifacts" >> beam.Map(
             lambda a: ((a.tenant_id, a.artifact_id), a)
         )
-        seen = inputs["messages"] | "ArtifactSightings" >> beam.FlatMap(
-            lambda m: (
-                [((m.tenant_id, m.artifact_ref), (m.created_at, m.name))]
-                if m.artifact_ref
-                else []
-            )
+        metadata_key = self.policy.memory.subject_metadata_key
+        subjects = inputs["sessions"] | "SessionSubjects" >> beam.Map(
+            _session_subject, metadata_key
+        )
+        sightings = inputs["messages"] | "ArtifactSightings" >> beam.FlatMap(_sighting)
+        seen = (
+            {"subject": subjects, "sightings": sightings}
+            | "JoinSessionSubjects" >> beam.CoGroupByKey()
+            | "SightingsWithSubject" >> beam.FlatMap(_sightings_with_subject)
         )
         chunked = (
             {"artifacts": artifacts, "seen": seen}
@@ -345,28 +411,28 @@ def evidence_branch(redacted, config: JobConfig, policy, pipeline) -> dict[str, 
     tool artifacts are this run's ``artifacts``.
     """
     from pipelines.evidence.landing import discover_documents
+    from pipelines.ingest.landing import KnownFiles, new_items
     from pipelines.redact.keys import load_key
-    from warehouse.evidence_api import processed_document_hashes
+    from warehouse.evidence_api import processed_document_files
 
     items = []
     if config.docs:
         found = discover_documents(
             config.docs, config.default_tenant, policy.evidence.documents.suffixes
         )
-        known = processed_document_hashes(
-            config.warehouse, catalog=config.catalog, data_path=config.data_path
+        known = KnownFiles.from_rows(
+            processed_document_files(
+                config.warehouse, catalog=config.catalog, data_path=config.data_path
+            )
         )
-        unique: dict[str, Any] = {}
-        for item in found.items:
-            if item.file_hash not in known:
-                unique.setdefault(item.file_hash, item)
-        items = list(unique.values())
+        items = new_items(found.items, known)
     key = load_key(Path(config.key_file) if config.key_file else None)
     docs = pipeline | "ListDocumentFiles" >> beam.Create(items, reshuffle=False)
     out = {
         "documents": docs,
         "artifacts": redacted.artifacts,
         "messages": redacted.messages,
+        "sessions": redacted.sessions,
     } | "ChunkEvidence" >> ChunkEvidence(config, policy, key)
     return {
         "document_files": out["document_files"],

@@ -94,6 +94,10 @@ class SourceFile:
     data: bytes
     tenant_id: str = "default"
     max_record_bytes: int = 8 * 1024 * 1024
+    #: Session metadata key naming the subject (policy
+    #: ``memory.subject_metadata_key``); readers that group lines by a session id
+    #: of the data also split by it (see ``readers.canonical``).
+    subject_key: str = "subject_id"
 
 
 Parsed = DraftSession | Rejected

@@ -10,13 +10,14 @@ presidio and of Beam; the redact stage's DoFn supplies the real engine.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipelines.ingest import reasons
 from pipelines.ingest.drafts import DraftMessage, DraftSession
+from pipelines.ingest.sources import decode_json
+from pipelines.ingest.subjects import declared_subject
 from pipelines.ingest.tokens import count_tokens
 from schemas import (
     Artifact,
@@ -30,8 +31,10 @@ from schemas import (
     content_hash,
 )
 
-#: Formats whose own session id is globally unique, so a session continued in a
-#: later file (an appended JSONL) keeps its id.
+#: Formats whose own session id names a conversation beyond one file's bytes, so a
+#: session continued in a later file (an appended JSONL) keeps its id. The id is
+#: still scoped (see ``session_id_for``): the sender chooses it, so it is never
+#: trusted to be unique across subjects.
 STABLE_SESSION_ID_FORMATS = frozenset({"claude_code", "canonical"})
 KEY_FIELD_LIMIT = 12
 KEY_VALUE_CHARS = 120
@@ -55,6 +58,9 @@ class SourceInfo:
     run_id: str
     policy_version: str
     job_version: str
+    #: Session metadata key naming the subject (policy
+    #: ``memory.subject_metadata_key``); part of the session id.
+    subject_key: str = "subject_id"
 
 
 @dataclass
@@ -70,10 +76,30 @@ class NormalizedSession:
 
 
 def session_id_for(draft: DraftSession, info: SourceInfo) -> str:
-    """Deterministic session id (see STABLE_SESSION_ID_FORMATS)."""
+    """Deterministic session id, scoped by tenant and subject.
+
+    The subject is the one ``pipelines.memory.subjects`` resolves (metadata key,
+    else a ``subject=<id>/`` folder): anyone can choose a session id, so two
+    subjects who both send ``session_id: "chat-1"`` must get two sessions, or one
+    could write facts into the other's memory and ``forget`` would miss them.
+
+    * A format with its own session id (``STABLE_SESSION_ID_FORMATS``): tenant +
+      subject + that id, so the session continues across files of the subject.
+      Without a subject, the landing path stands in for it: an appended file
+      (same path, new bytes) continues its sessions, but the same id in another
+      file is another session.
+    * Other formats: tenant + subject + the file's content hash + where in the
+      file the session starts.
+    """
+    subject = declared_subject(draft.metadata, info.source_file, info.subject_key)
     if draft.external_id and draft.source_format in STABLE_SESSION_ID_FORMATS:
+        scope = ("subject", subject) if subject else ("file", info.source_file)
         return content_hash(
-            info.tenant_id, draft.source_format, draft.external_id, prefix="ses_"
+            info.tenant_id,
+            draft.source_format,
+            *scope,
+            draft.external_id,
+            prefix="ses_",
         )
     return content_hash(
         info.tenant_id,
@@ -81,6 +107,7 @@ def session_id_for(draft: DraftSession, info: SourceInfo) -> str:
         info.source_hash,
         draft.source_offset,
         draft.external_id,
+        subject,
         prefix="ses_",
     )
 
@@ -126,12 +153,17 @@ _NOT_JSON = object()
 
 
 def _parse_json(text: str) -> Any:
-    """The JSON value of a tool output, or ``_NOT_JSON``."""
+    """The JSON value of a tool output, or ``_NOT_JSON``.
+
+    ``decode_json``: an escape such as ``\\udc80`` inside the output would decode
+    to a lone surrogate and fail the Parquet write of the observation's key fields;
+    such an output (or one with a duplicate key) is kept as plain text instead.
+    """
     stripped = text.lstrip()
     if not stripped or stripped[0] not in "[{":
         return _NOT_JSON
     try:
-        return json.loads(text)
+        return decode_json(text)
     except (ValueError, RecursionError):
         return _NOT_JSON
 

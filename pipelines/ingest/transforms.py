@@ -22,7 +22,9 @@ DEAD_LETTER = "dead_letter"
 LANDING_FILE = "landing_file"
 
 
-def source_info(item: LandingItem, config: JobConfig) -> SourceInfo:
+def source_info(
+    item: LandingItem, config: JobConfig, subject_key: str = "subject_id"
+) -> SourceInfo:
     return SourceInfo(
         tenant_id=item.tenant_id,
         source_file=item.rel_path,
@@ -30,6 +32,7 @@ def source_info(item: LandingItem, config: JobConfig) -> SourceInfo:
         run_id=config.run_id,
         policy_version=config.policy_version,
         job_version=config.code_version,
+        subject_key=subject_key,
     )
 
 
@@ -37,16 +40,20 @@ def source_info(item: LandingItem, config: JobConfig) -> SourceInfo:
 class ParseLandingFileFn(beam.DoFn):
     """Parse one landing file; every record ends as a session or a dead letter."""
 
-    def __init__(self, config: JobConfig):
+    def __init__(self, config: JobConfig, subject_key: str = "subject_id"):
         self.config = config
+        self.subject_key = subject_key
         self.files = Metrics.counter("ingest", "files")
         self.dead = Metrics.counter("ingest", "dead_letters")
 
     def process(self, item: LandingItem):
         parsed = parse_landing_file(
-            item, self.config.source_format, self.config.max_record_bytes
+            item,
+            self.config.source_format,
+            self.config.max_record_bytes,
+            subject_key=self.subject_key,
         )
-        info = source_info(item, self.config)
+        info = source_info(item, self.config, self.subject_key)
         status = "processed"
         for rejected in parsed.rejected:
             if rejected.reason_code == reasons.FILE_CHANGED:
@@ -95,18 +102,22 @@ class ParseLandingFileFn(beam.DoFn):
 
 
 class IngestTranscripts(beam.PTransform):
-    """Landing items -> ``sessions``, ``dead_letter``, ``landing_file`` outputs."""
+    """Landing items -> ``sessions``, ``dead_letter``, ``landing_file`` outputs.
 
-    def __init__(self, config: JobConfig):
+    ``subject_key``: the policy's ``memory.subject_metadata_key`` (the canonical
+    reader splits a session id that names two subjects by it)."""
+
+    def __init__(self, config: JobConfig, subject_key: str = "subject_id"):
         super().__init__()
         self.config = config
+        self.subject_key = subject_key
 
     def expand(self, items):
         return (
             items
             | "ReshuffleFiles" >> beam.Reshuffle()
             | "ParseLandingFiles"
-            >> beam.ParDo(ParseLandingFileFn(self.config)).with_outputs(
-                DEAD_LETTER, LANDING_FILE, main="sessions"
-            )
+            >> beam.ParDo(
+                ParseLandingFileFn(self.config, self.subject_key)
+            ).with_outputs(DEAD_LETTER, LANDING_FILE, main="sessions")
         )

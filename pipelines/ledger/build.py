@@ -18,6 +18,11 @@ that window, and one entry (scope ``session``) for the whole session:
 Ids are content hashes of the session, scope, window, strategy and generator (with
 versions), the ledger settings and the covered messages' ids and content hashes,
 so a re-run over the same sources yields the same ids and checksums.
+
+Defense in depth: a summary line, protected field or trail entry whose text
+still matches a secret rule after redaction is left out (``secret_in_text``);
+``SessionLedger.dropped`` counts them per section and message, text-free, and
+the stage writes each as a dead letter (stage ``ledger_lines``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,14 @@ from pipelines.ledger.protected import (
     extract_fields,
     merge_fields,
 )
-from pipelines.ledger.sections import Span, finish, merge_sections
+from pipelines.ledger.sections import (
+    DroppedLine,
+    Span,
+    drop_secret_lines,
+    finish,
+    has_secret,
+    merge_sections,
+)
 from pipelines.ledger.trail import TrailInput, derive_trail, text_action_results
 from schemas.base import content_hash
 from schemas.ledger import (
@@ -68,6 +80,8 @@ class SessionLedger:
     entries: list[LedgerEntry]
     trail: list[ArtifactTrailEntry]
     fields: list[ProtectedField]
+    #: Lines left out because they held a secret, with how many (no text).
+    dropped: list[tuple[DroppedLine, int]] = field(default_factory=list)
 
     @property
     def session_entry(self) -> LedgerEntry:
@@ -97,6 +111,7 @@ def clear_caches() -> None:
         protected.find_facts,
         protected.find_rules,
         sections.is_pinned,
+        sections.has_secret,
     ):
         cached.cache_clear()
 
@@ -164,7 +179,9 @@ class LedgerBuilder:
         self.environment = frozenset(
             text_action_results(self.messages, session.source_format)
         )
-        self.trail = derive_trail(
+        #: dropped line -> the distinct texts dropped there (memory only)
+        self._dropped: dict[DroppedLine, set[str]] = {}
+        trail = derive_trail(
             TrailInput(
                 session_id=session.session_id,
                 tenant_id=session.tenant_id,
@@ -175,18 +192,55 @@ class LedgerBuilder:
                 run_id=run_id,
             )
         )
+        self.trail = []
+        for entry in trail:
+            text = f"{entry.resource}\n{entry.detail}"
+            if has_secret(text):
+                line = DroppedLine("artifact_trail", entry.message_id, entry.turn)
+                self._drop(line, text)
+            else:
+                self.trail.append(entry)
+
+    def _drop(self, line: DroppedLine, text: str) -> None:
+        self._dropped.setdefault(line, set()).add(text)
+
+    @property
+    def dropped(self) -> list[tuple[DroppedLine, int]]:
+        """Dropped lines so far, each with the number of distinct texts."""
+        return sorted(
+            ((line, len(texts)) for line, texts in self._dropped.items()),
+            key=lambda d: (d[0].turn, d[0].section, d[0].source_message_id),
+        )
+
+    def clean(self, sections: SummarySections) -> SummarySections:
+        """``sections`` without lines that hold a secret (recorded as dropped)."""
+        sections, dropped = drop_secret_lines(sections)
+        for line, text in dropped:
+            self._drop(line, text)
+        return sections
 
     # -- pieces ------------------------------------------------------------------
     def fields_of(self, messages: Sequence[Message]) -> list[ProtectedField]:
-        """Protected fields of ``messages`` (tool output is never a source)."""
+        """Protected fields of ``messages`` (tool output is never a source);
+        a field whose value (or summary line) holds a secret is left out."""
         s = self.settings
-        return extract_fields(
+        found = extract_fields(
             [m for m in messages if m.message_id not in self.environment],
             s.protected_kinds,
             s.fact_roles,
             s.rule_roles,
             s.max_statement_chars,
         )
+        kept = []
+        for f in found:
+            line = f"{f.kind}/{f.label}: {f.value}"
+            if has_secret(f.value) or has_secret(line):
+                self._drop(
+                    DroppedLine("protected_fields", f.source_message_id, f.turn), line
+                )
+            else:
+                kept.append(f)
+        return kept
 
     def span(self, messages: Sequence[Message]) -> Span:
         turns = {m.message_id for m in messages}
@@ -297,7 +351,9 @@ class LedgerBuilder:
         reason: str,
     ) -> _State:
         """A summary of ``covered`` built from the raw messages only."""
-        sections = merge_sections(SummarySections(), self.span(covered), self.settings)
+        sections = self.clean(
+            merge_sections(SummarySections(), self.span(covered), self.settings)
+        )
         fields = self.fields_of(covered)
         base = _latest_time(covered)
         entry = self._entry(
@@ -324,7 +380,9 @@ class LedgerBuilder:
         window_index: int,
     ) -> _State:
         """``window`` merged into ``previous``; rebuilt from raw on drift."""
-        sections = merge_sections(previous.sections, self.span(window), self.settings)
+        sections = self.clean(
+            merge_sections(previous.sections, self.span(window), self.settings)
+        )
         fields = merge_fields(previous.fields, self.fields_of(window))
         depth = previous.depth + 1
         entry = self._entry(
@@ -412,7 +470,12 @@ class LedgerBuilder:
                 reason="session",
             )
         entries.append(session.entry)
-        return SessionLedger(entries=entries, trail=self.trail, fields=session.fields)
+        return SessionLedger(
+            entries=entries,
+            trail=self.trail,
+            fields=session.fields,
+            dropped=self.dropped,
+        )
 
 
 def build_session_ledger(

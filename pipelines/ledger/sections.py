@@ -24,6 +24,10 @@ not summarised) and fills fixed sections:
 ``merge_sections`` folds a new window into an existing summary's sections (no
 summary is ever summarised again); every cap keeps the earliest and/or latest
 items, so merging window by window and building from raw agree.
+
+``drop_secret_lines`` is the last gate before a summary is stored: a line whose
+text still matches a secret rule after redaction (``pipelines.redact.residual``)
+is dropped and reported as a ``DroppedLine`` (section, message, turn; no text).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from pipelines.ledger.protected import (
     find_rules,
 )
 from pipelines.ledger.text import clip, content_words, sentences, strip_observation
+from pipelines.redact.residual import secret_in_text
 from schemas.ledger import (
     ArtifactTrailEntry,
     ChangedArtifact,
@@ -110,6 +115,84 @@ class Span:
     observations: Mapping[str, ToolObservation]
     #: ``user`` messages that are tool output (text-action results): skipped.
     environment: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class DroppedLine:
+    """A summary line dropped because it held a secret (never its text)."""
+
+    section: str
+    source_message_id: str
+    turn: int
+
+
+@lru_cache(maxsize=65_536)
+def has_secret(text: str) -> bool:
+    """``secret_in_text`` cached: a summary re-checks its kept lines each window."""
+    return secret_in_text(text)
+
+
+#: Sections made of ``SectionItem`` s (checked line by line).
+_ITEM_SECTIONS = (
+    "goal",
+    "decisions",
+    "rejected_options",
+    "open_questions",
+    "pending_approvals",
+    "test_status",
+    "next_steps",
+    "pinned_user_statements",
+    "protected_facts",
+)
+
+
+def drop_secret_lines(
+    sections: SummarySections,
+) -> tuple[SummarySections, list[tuple[DroppedLine, str]]]:
+    """``sections`` without any line whose text matches a secret rule.
+
+    Returns the clean sections and, per dropped line, its ``DroppedLine`` and
+    its text (for de-duplication in memory only: never store it). A tool
+    result keeps its ``artifact_ref`` and loses only its facts; a changed
+    artifact whose resource or change text holds a secret is dropped whole.
+    """
+    dropped: list[tuple[DroppedLine, str]] = []
+    update: dict[str, list] = {}
+    for name in _ITEM_SECTIONS:
+        items = getattr(sections, name)
+        keep = []
+        for item in items:
+            if has_secret(item.text):
+                dropped.append(
+                    (DroppedLine(name, item.source_message_id, item.turn), item.text)
+                )
+            else:
+                keep.append(item)
+        if len(keep) != len(items):
+            update[name] = keep
+    results = []
+    for ref in sections.tool_results:
+        if ref.facts and has_secret(ref.facts):
+            dropped.append((DroppedLine("tool_results", "", ref.turn), ref.facts))
+            ref = ref.model_copy(update={"facts": ""})
+        results.append(ref)
+    if any(
+        a.facts != b.facts for a, b in zip(results, sections.tool_results, strict=True)
+    ):
+        update["tool_results"] = results
+    changed = []
+    for artifact in sections.changed_artifacts:
+        text = f"{artifact.resource} {artifact.change}"
+        if has_secret(text):
+            turn = artifact.turns[0] if artifact.turns else -1
+            dropped.append((DroppedLine("changed_artifacts", "", turn), text))
+        else:
+            changed.append(artifact)
+    if len(changed) != len(sections.changed_artifacts):
+        update["changed_artifacts"] = changed
+    if not update:
+        return sections, dropped
+    return sections.model_copy(update=update), dropped
 
 
 def _similar(a: str, b: str) -> bool:

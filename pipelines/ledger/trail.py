@@ -40,6 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.ingest.sources import decode_json
 from schemas.base import canonical_json, content_hash
 from schemas.ledger import ArtifactTrailEntry
 from schemas.transcript import Message, ToolObservation
@@ -212,7 +213,9 @@ def _words(name: str) -> list[str]:
 
 def _args(arguments: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(arguments) if arguments.strip() else {}
+        # decode_json: a nested \udc80 escape must not become a lone surrogate
+        # in a resource path (it fails every encoder downstream).
+        value = decode_json(arguments) if arguments.strip() else {}
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
@@ -694,14 +697,27 @@ def derive_trail(data: TrailInput) -> list[ArtifactTrailEntry]:
     text_format = data.source_format in TEXT_ACTION_FORMATS
     messages = sorted(data.messages, key=lambda m: (m.turn, m.message_id))
     for message in messages:
+        # Readers store a text action's observation as an unlinked ``tool``
+        # message (older data: a ``user`` one); its text is the raw output.
+        observed = (
+            data.outputs.get(message.artifact_ref or "", message.content)
+            if message.role == "tool" and not message.tool_call_id
+            else message.content
+        )
         if message.role in ("user", "tool") and text_format:
-            _track_directory(message.content, state)
-        if message.role == "tool":
+            _track_directory(observed, state)
+        answers_text = waiting_text is not None and (
+            message.role == "user"
+            or (message.role == "tool" and not message.tool_call_id)
+        )
+        if message.role == "tool" and not answers_text:
             _link_result(message, data, open_calls)
             continue
-        if waiting_text is not None and message.role == "user":
+        if waiting_text is not None and answers_text:
             waiting_text.result = message
-            waiting_text.result_text = message.content
+            waiting_text.result_text = observed
+            if message.role == "tool":
+                waiting_text.artifact_ref = message.artifact_ref
             waiting_text = None
         if message.role != "assistant":
             continue

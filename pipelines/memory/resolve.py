@@ -3,18 +3,26 @@
 Memories of one tenant and subject that share a ``slot`` (``employee_number``)
 are resolved together, whatever their purpose:
 
-* within one source, a newer memory (later ``valid_from``) supersedes the older
-  one: the older gets ``valid_to`` (when it stopped holding: the newer one's
-  ``valid_from``), ``superseded_at`` (when we learned that: the newer one's
-  ``recorded_at``) and ``superseded_by``; it stays stored, for audit, until its
-  retention ends;
+* within one source, a newer memory supersedes the older one: the older gets
+  ``valid_to`` (when it stopped holding: the newer one's ``valid_from``),
+  ``superseded_at`` (when we learned that: the newer one's ``recorded_at``) and
+  ``superseded_by``; it stays stored, for audit, until its retention ends.
+  "Newer" is decided by time across sessions (``valid_from``) and by turn order
+  inside a session when the times are equal or missing (a message without a
+  time takes its session's start or the run's time, so every statement of an
+  untimed session has the same ``valid_from``);
+* where neither time nor turn decides (the same time in different sessions, or
+  one message), an explicit correction ("..., not 4417", "instead of",
+  "actually", "from now on": ``patterns.correction``) supersedes the value it
+  names, or, naming none, the other values;
 * a user statement or a system record outranks a model inference, whatever their
   order: the inference is superseded by the current fact;
-* the same value stated twice at the same time: the later (by turn) stands;
-* what rules cannot decide is flagged, not guessed: two memories of one source
-  with the same ``valid_from`` and different values, or a current user statement
-  and a current system record that disagree, get ``conflict_with`` (each other)
-  and are served as conflicts, not facts.
+* the same value stated twice at once: the later (by order) stands;
+* what rules cannot decide is flagged, not guessed: different values at the same
+  time and turn with no correction between them, or a current user statement
+  and a current system record that disagree (a user's correction does not
+  overrule an account's record), get ``conflict_with`` (each other) and are
+  served as conflicts, not facts.
 
 ``resolve`` recomputes these columns from scratch for the memories it is given,
 so it is idempotent and order-independent; memories without a slot keep their
@@ -27,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
+from pipelines.memory import patterns
 from schemas.memory import MemoryRecord
 
 _FACT_SOURCES = ("user_stated", "system_record")
@@ -37,9 +46,20 @@ def _value_of(memory: MemoryRecord) -> str:
     return " ".join(value.casefold().split())
 
 
+def _place(memory: MemoryRecord) -> tuple[str, int, int]:
+    """Session, turn and char offset of a memory's source (missing: first)."""
+    prov = memory.provenance
+    if prov is None:
+        return ("", -1, -1)
+    return (
+        prov.session_id or "",
+        -1 if prov.turn is None else prov.turn,
+        -1 if prov.char_start is None else prov.char_start,
+    )
+
+
 def _order(memory: MemoryRecord) -> tuple:
-    turn = memory.provenance.turn if memory.provenance else None
-    return (memory.valid_from, -1 if turn is None else turn, memory.memory_id)
+    return (memory.valid_from, *_place(memory), memory.memory_id)
 
 
 def _min(a: datetime | None, b: datetime | None) -> datetime | None:
@@ -65,29 +85,88 @@ class _State:
         )
 
 
+def _runs(items: list[MemoryRecord], key) -> list[list[MemoryRecord]]:
+    """``items`` (sorted by ``_order``) cut into runs of equal ``key``."""
+    runs: list[list[MemoryRecord]] = []
+    for memory in items:
+        if runs and key(runs[-1][0]) == key(memory):
+            runs[-1].append(memory)
+        else:
+            runs.append([memory])
+    return runs
+
+
+def _succeed(runs: list[list[MemoryRecord]], settle, state) -> list[MemoryRecord]:
+    """Settle each run, let each run's survivors be superseded by the next
+    run's; return the last run's survivors."""
+    heads: list[MemoryRecord] = []
+    for run in runs:
+        survivors = settle(run)
+        for memory in heads:
+            state[memory.memory_id].supersede(memory, survivors[0])
+        heads = survivors
+    return heads
+
+
+def _beaten_by(
+    memory: MemoryRecord, items: list[MemoryRecord], fixes: dict
+) -> MemoryRecord | None:
+    """The last memory of ``items`` that explicitly corrects ``memory``: it
+    names ``memory``'s value, or it names none and ``memory`` corrects
+    nothing itself."""
+    value = _value_of(memory)
+    beater = None
+    for other in items:
+        fix = fixes[other.memory_id]
+        if other is memory or fix is None or _value_of(other) == value:
+            continue
+        if fix.names_value(value) or (
+            not fix.names and fixes[memory.memory_id] is None
+        ):
+            beater = other
+    return beater
+
+
+def _tie(items: list[MemoryRecord], state: dict[str, _State]) -> list:
+    """Memories order cannot separate: corrections, else one value, else a
+    conflict. Returns the survivors (``items`` sorted by ``_order``)."""
+    if len({_value_of(m) for m in items}) > 1:
+        fixes = {m.memory_id: patterns.correction(m.text) for m in items}
+        beaten = {m.memory_id: _beaten_by(m, items, fixes) for m in items}
+        survivors = [m for m in items if beaten[m.memory_id] is None]
+        if survivors:  # corrections that all name each other decide nothing
+            for memory in items:
+                newer = beaten[memory.memory_id]
+                if newer is not None:
+                    state[memory.memory_id].supersede(memory, newer)
+            items = survivors
+    if len({_value_of(m) for m in items}) > 1:
+        for memory in items:
+            other = next(m for m in items if _value_of(m) != _value_of(memory))
+            state[memory.memory_id].conflict_with = other.memory_id
+        return items
+    # The same value stated twice at once: the last one stands for both.
+    for memory, newer in zip(items, items[1:], strict=False):
+        state[memory.memory_id].supersede(memory, newer)
+    return items[-1:]
+
+
 def _chain(memories: list[MemoryRecord], state: dict[str, _State]) -> list:
-    """Supersede along one source's memories; return the current head group."""
-    groups: list[list[MemoryRecord]] = []
-    for memory in sorted(memories, key=_order):
-        if groups and groups[-1][0].valid_from == memory.valid_from:
-            groups[-1].append(memory)
-        else:
-            groups.append([memory])
-    for older, newer in zip(groups, groups[1:], strict=False):
-        for memory in older:
-            state[memory.memory_id].supersede(memory, newer[0])
-    for index, group in enumerate(groups):
-        values = {_value_of(m) for m in group}
-        if len(values) > 1:
-            for memory in group:
-                other = next(m for m in group if _value_of(m) != _value_of(memory))
-                state[memory.memory_id].conflict_with = other.memory_id
-        else:
-            # The same value stated twice at once: the last one stands for both.
-            for memory, newer in zip(group, group[1:], strict=False):
-                state[memory.memory_id].supersede(memory, newer)
-            groups[index] = group[-1:]
-    return groups[-1] if groups else []
+    """Supersede along one source's memories; return the current head group.
+
+    By time first; at one time, by turn inside each session (a session
+    without provenance is its own), then the sessions' heads tie.
+    """
+
+    def at_one_time(group: list[MemoryRecord]) -> list[MemoryRecord]:
+        heads = []
+        for session in _runs(group, lambda m: _place(m)[0] or m.memory_id):
+            turns = _runs(session, lambda m: _place(m)[1])
+            heads.extend(_succeed(turns, lambda run: _tie(run, state), state))
+        return _tie(sorted(heads, key=_order), state)
+
+    ordered = sorted(memories, key=_order)
+    return _succeed(_runs(ordered, lambda m: m.valid_from), at_one_time, state)
 
 
 def resolve(memories: Sequence[MemoryRecord]) -> list[MemoryRecord]:

@@ -1,61 +1,26 @@
-"""Who a session is about: its memory subject.
+"""Who a session is about: its memory subject (see ``pipelines.ingest.subjects``).
 
-In order:
-
-1. the canonical session metadata key ``subject_id`` (policy
-   ``memory.subject_metadata_key``), e.g. ``"metadata": {"subject_id": "u-123"}``
-   on a canonical JSONL line;
-2. a ``subject=<id>/`` folder on the landing path, like ``tenant=<id>/``
-   (``tenant=acme/subject=u-123/chat.jsonl``); works for every format;
-3. otherwise the session itself: ``session:<session_id>``. Memories of a session
-   whose user is unknown stay scoped to that one session; they are never pooled
-   under a shared default subject, where they would leak between users.
+The one definition lives in the ingest stage, because the session id is scoped by
+the same subject (``pipelines.ingest.normalize.session_id_for``); this module keeps
+the memory stage's and erasure's import path.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import PurePosixPath
+from pipelines.ingest.subjects import (
+    SESSION_PREFIX,
+    SUBJECT_SEGMENT,
+    declared_subject,
+    subject_for,
+    subject_from_metadata,
+    subject_from_path,
+)
 
-SUBJECT_SEGMENT = "subject="
-SESSION_PREFIX = "session:"
-
-
-def subject_from_path(source_file: str) -> str | None:
-    """The ``subject=<id>`` folder on a landing path, if any (innermost wins)."""
-    found = None
-    for part in PurePosixPath(source_file).parts[:-1]:
-        if part.startswith(SUBJECT_SEGMENT) and len(part) > len(SUBJECT_SEGMENT):
-            found = part[len(SUBJECT_SEGMENT) :]
-    return found
-
-
-def subject_from_metadata(metadata: str | dict | None, key: str) -> str | None:
-    """The subject named in session metadata (a JSON object or its text)."""
-    if not metadata:
-        return None
-    if isinstance(metadata, str):
-        try:
-            metadata = json.loads(metadata)
-        except ValueError:
-            return None
-    if not isinstance(metadata, dict):
-        return None
-    value = metadata.get(key)
-    if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
-        return str(value)
-    return None
-
-
-def subject_for(
-    session_id: str,
-    source_file: str,
-    metadata: str | dict | None,
-    metadata_key: str = "subject_id",
-) -> str:
-    """The subject of a session (see the module docstring for the order)."""
-    return (
-        subject_from_metadata(metadata, metadata_key)
-        or subject_from_path(source_file)
-        or f"{SESSION_PREFIX}{session_id}"
-    )
+__all__ = [
+    "SESSION_PREFIX",
+    "SUBJECT_SEGMENT",
+    "declared_subject",
+    "subject_for",
+    "subject_from_metadata",
+    "subject_from_path",
+]

@@ -404,11 +404,12 @@ def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
     Reads, at graph construction, the consent already stored and which input
     files were already read; adds ``ExtractMemories`` over the redacted records.
     """
-    from warehouse.memory_api import known_input_hashes, load_consent
+    from pipelines.ingest.landing import KnownFiles
+    from warehouse.memory_api import known_input_files, load_consent
 
     with config.open_warehouse() as wh:
         consent = load_consent(wh)
-        known = known_input_hashes(wh)
+        known = KnownFiles.from_rows(known_input_files(wh))
     inputs = new_inputs(
         config.consent_input,
         config.system_records_input,

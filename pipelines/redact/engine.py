@@ -18,7 +18,10 @@ Per batch of ``(field, text)`` items:
    ORG spans are relabelled when they are names (``names.relabel_org``) or the
    town after ``at <employer> in`` (``places.org_place``).
 3. Filter by the policy's per-type thresholds, drop anything overlapping one of our
-   own placeholders (so redacting twice is a no-op), resolve overlaps (secrets,
+   own placeholders, then add every other occurrence of a kept value (and of
+   each word of a kept name: "Maria Garcia ... Maria said") with
+   ``spans.repeated_values`` (issue 11: a name twice in a sentence was replaced
+   once) (so redacting twice is a no-op), resolve overlaps (secrets,
    then score, then length).
 4. presidio's ``AnonymizerEngine`` applies the policy's operators; its result items
    give the placeholder spans that become ``PiiFinding`` records.
@@ -35,12 +38,18 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.redact import textkind
+from pipelines.redact import technical, textkind
 from pipelines.redact.names import find_names, relabel_org
 from pipelines.redact.ner import NerJob, NerRunner, candidate_windows, chunk_span
 from pipelines.redact.offline import ensure_offline_tldextract
 from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
-from pipelines.redact.places import find_places, org_place, recipient_name
+from pipelines.redact.places import (
+    adjacent_postcodes,
+    find_places,
+    org_place,
+    person_place,
+    recipient_name,
+)
 from pipelines.redact.pseudonym import Pseudonymizer
 from pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
 from pipelines.redact.spans import (
@@ -48,6 +57,7 @@ from pipelines.redact.spans import (
     Detection,
     drop_overlapping,
     placeholder_spans,
+    repeated_values,
     resolve_overlaps,
 )
 from schemas.policy import Policy
@@ -336,6 +346,8 @@ class Redactor:
             target = raw[text]
             for det in found:
                 det = det.shifted(job.start)
+                if det.entity_type == "PERSON" and "LOCATION" in self.entity_types:
+                    det = person_place(text, det) or det
                 if det.entity_type == "ORGANIZATION" and "PERSON" in self.entity_types:
                     det = relabel_org(text, det) or det
                 if (
@@ -353,7 +365,12 @@ class Redactor:
             if d.entity_type in rules
             and d.score >= rules[d.entity_type].score_threshold
         ]
-        kept = drop_overlapping(kept, placeholder_spans(text))
+        if "LOCATION" in rules:
+            kept.extend(adjacent_postcodes(text, kept))
+        placeholders = placeholder_spans(text)
+        kept = drop_overlapping(kept, placeholders)
+        kept = technical.drop_technical(text, kept)  # headings, code, terms
+        kept.extend(drop_overlapping(repeated_values(text, kept), placeholders))
         return tuple(resolve_overlaps(kept))
 
     def _remember(self, text: str, final: tuple[Detection, ...]) -> None:

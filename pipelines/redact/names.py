@@ -15,6 +15,13 @@
   ...``/``told X her ...``, an artist's period ``(than) early X.`` or ``the late
   X.`` at the end of a phrase (not ``in early March``, not ``early React builds``).
 
+* multinational names (``namebank``: names-dataset's top names of 105
+  countries): a given name followed by capitalised words that are surnames or
+  no everyday English word ("Şadıman Kısakürek", "Trini Baró Antón", "Maja van
+  Buuren"), or a single bank name that is no everyday word ("Zahra", not
+  "Will", "Rose", "Page": ``lexicon.zipf_en``). CamelCase identifiers and
+  all-caps words are never names here.
+
 Also ``relabel_org``: an NER ``ORG`` whose first word is a known given name and
 whose last word is no company suffix is taken as a PERSON ("Megan Payne").
 """
@@ -22,8 +29,15 @@ whose last word is no company suffix is taken as a PERSON ("Megan Payne").
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-from pipelines.redact.lexicon import COMMON_WORDS, FIRST_NAMES, ORG_SUFFIXES
+from pipelines.redact.lexicon import (
+    COMMON_WORDS,
+    FIRST_NAMES,
+    ORG_SUFFIXES,
+    zipf_en,
+)
+from pipelines.redact.namebank import load_bank
 from pipelines.redact.spans import Detection
 
 _CAP = r"[A-Z\u00c0-\u00de][\w'’\-]*[^\W\d_]"
@@ -35,6 +49,7 @@ _TITLE_RE = re.compile(
 _PHRASE_RE = re.compile(
     r"(?i:\bmy name is|\bname is|\bcall me|\bcalls me|\bmaiden name is|"
     r"\blast name(?: is|\?|:)|\bfirst name(?: is|\?|:)|\bsurname(?: is|:)|"
+    r"(?m:^(?:full )?name:)|"
     r"\bregards,|\bsincerely,|\bcheers,|\bthanks,|\bdirected by|\bwritten by|"
     r"\bstarring|\bsaid|\bsays|\bfan of|\bmy (?:partner|wife|husband|son|daughter|"
     r"kid|friend|colleague|manager|boss)(?:'s name is|,)?)"
@@ -243,6 +258,225 @@ def _role_cue_names(text: str) -> list[Detection]:
     return out
 
 
+#: A capitalised word (any script with case), with inner hyphen or apostrophe.
+_BANK_CAP = r"(?:[^\W\d_a-z\u00df-\u00ff])[^\W\d_]*(?:['’\-][^\W\d_]+)*"
+#: Lower-case particles inside family names ("van", "de la", "bin", "ter").
+_PARTICLE = (
+    r"(?:van|von|de|der|den|del|della|degli|di|da|das|do|dos|du|la|le|ter|ten|"
+    r"bin|binti|ibn|al|el|y|zu|vom|af|av)"
+)
+_BANK_SEQ_RE = re.compile(
+    r"(?<![\w@/\\.\-])(?P<name>" + _BANK_CAP + r"(?:(?:[ \t]+" + _PARTICLE + r")*"
+    r"[ \t]+" + _BANK_CAP + r"){0,4})(?![\w@/\\]|\.\w)"
+)
+_BANK_LOW_RE = re.compile(
+    r"(?<![\w@/\\.\-])(?P<a>[^\W\d_A-Z]{3,15})[ \t]+(?P<b>[^\W\d_A-Z]{3,20})"
+    r"(?![\w@/\\]|\.\w)"
+)
+_NAME_PREFIXES = ("Mc", "Mac", "O'", "O’", "De", "Di", "Da", "La", "Le", "Van")
+#: Everyday-word floors (Zipf): a bank name at or above is taken only next to
+#: another name ("Will Jones"), never alone ("Will", "Rose", "Page").
+_ALONE_MAX_ZIPF = 3.0
+_PAIR_MAX_ZIPF = 4.5
+
+
+def _cased_ok(word: str) -> bool:
+    """Capitalised like a name: no inner capitals (``DeepSeek``, ``GitHub``)
+    except after a hyphen/apostrophe or a Mc/O'/De prefix; not ALL CAPS."""
+    core = word.rstrip("'’")
+    if len(core) < 2 or core.isupper():
+        return False
+    inner = core[1:]
+    if not any(ch.isupper() for ch in inner):
+        return True
+    for piece in re.split(r"['’\-]", core):
+        if (
+            piece
+            and any(ch.isupper() for ch in piece[1:])
+            and not (piece.startswith(_NAME_PREFIXES) and len(piece) > 3)
+        ):
+            return False
+    return True
+
+
+@lru_cache(maxsize=1 << 16)
+def _word_kind(word: str) -> tuple[bool, bool, float]:
+    """(given name, family name, English Zipf) of one capitalised word."""
+    bank = load_bank()
+    low = word.lower()
+    first = low in FIRST_NAMES or bank.in_first(word)
+    last = bank.in_last(word)
+    if "-" in word and not (first or last):
+        parts = [p for p in word.split("-") if p]
+        first = all(bank.in_first(p) or bank.in_last(p) for p in parts)
+        last = first
+    return first, last, zipf_en(low)
+
+
+def bank_names(text: str) -> list[Detection]:
+    """PERSON spans from the multinational name bank and capitalisation.
+
+    A run of capitalised words is trimmed to its name-like core (bank names or
+    words rare in English); two or more words starting with a given name
+    (or ending in a family name after a rare word) are a name; one word alone
+    must be a bank name and rare in English (Zipf < 3). Lower case needs a
+    given name followed by a family name, both rare in English.
+    """
+    bank = load_bank()
+    if not bank:
+        return []
+    out: list[Detection] = []
+    for m in _BANK_SEQ_RE.finditer(text):
+        name = m.group("name")
+        if " " not in name and (name.lower() in COMMON_WORDS or name.isupper()):
+            continue  # "The", "Error", "HTTP": the common case, decided cheaply
+        words = [
+            (w.start() + m.start(), w.end() + m.start(), w.group(0))
+            for w in re.finditer(r"\S+", m.group("name"))
+        ]
+        kinds = []
+        for _, _, word in words:
+            if word[:1].islower():  # a particle: "van", "de la"
+                kinds.append((False, False, 0.0, True))
+                continue
+            if not _cased_ok(word):
+                kinds.append(None)
+                continue
+            first, last, zipf = _word_kind(_POSSESSIVE.sub("", word))
+            kinds.append((first, last, zipf, False))
+        det = _bank_span(words, kinds)
+        if det is None:
+            for word, kind in zip(words, kinds, strict=True):
+                if kind is not None:
+                    det = _addressed(text, word[0], word, kind) or _subject(
+                        text, word, kind
+                    )
+                    if det is not None:
+                        break
+        if det is not None:
+            out.append(det)
+    if not text.isupper() and " " in text:
+        for m in _BANK_LOW_RE.finditer(text):
+            a, b = m.group("a"), m.group("b")
+            if a in COMMON_WORDS or b in COMMON_WORDS or b in _CHAT_WORDS:
+                continue
+            if not (bank.in_first(a) and bank.in_last(b)):
+                continue
+            if zipf_en(a) >= 4.0 or zipf_en(b) >= _ALONE_MAX_ZIPF:
+                continue
+            out.append(
+                Detection(m.start(), m.end(), "PERSON", 0.55, "names:bank_lower")
+            )
+    return out
+
+
+#: Words after which a lone given name is someone addressed or met ("Hi
+#: Marissa", "cc Jenny", "met Liliana"), even when it is also an English word
+#: of middling frequency (Zipf < 4.5).
+_ADDRESS_WORDS = frozenset(
+    """hi hello hey dear thanks thank cc ask asked tell told met meet contact
+    contacted call called email emailed ping pinged dm""".split()
+)
+_PREV_TOKEN = re.compile(r"([A-Za-z]+)[ \t,]*$")
+
+
+def _addressed(
+    text: str,
+    start: int,
+    word: tuple[int, int, str],
+    kind: tuple[bool, bool, float, bool],
+) -> Detection | None:
+    first, _, zipf, particle = kind
+    if particle or not first or zipf >= _PAIR_MAX_ZIPF or len(word[2]) < 3:
+        return None
+    prev = _PREV_TOKEN.search(text, max(0, start - 16), start)
+    if prev is None or prev.group(1).lower() not in _ADDRESS_WORDS:
+        return None
+    end = word[1]
+    tail = _POSSESSIVE.search(word[2])
+    if tail is not None:
+        end -= len(tail.group(0))
+    return Detection(word[0], end, "PERSON", 0.6, "names:bank_addressed")
+
+
+#: Verbs after which a lone capitalised name is the subject ("Jeffery works
+#: remotely", "Perez (x@y.z) reported the bug", "Sanchez's new address").
+_SUBJECT_VERBS = frozenset(
+    """called calls said says works worked lives lived visited visits reported
+    reports wrote writes asked asks told tells knows knew loved loves paid pays
+    sent sends emailed replied joined left met thinks wants needs booked
+    bought signed approved""".split()
+)
+_NEXT_TOKEN = re.compile(r"(?:['’]s\b|[ \t]*(?:\([^()\n]{1,60}\))?[ \t]+([a-z]+)\b)")
+
+
+def _subject(
+    text: str,
+    word: tuple[int, int, str],
+    kind: tuple[bool, bool, float, bool],
+) -> Detection | None:
+    first, last, zipf, particle = kind
+    if particle or not (first or last) or len(word[2]) < 3:
+        return None
+    if zipf >= (4.0 if first else 3.5):  # "Alpha works", "Echo said": words
+        return None
+    m = _NEXT_TOKEN.match(text, word[1])
+    if m is None or (m.group(1) is not None and m.group(1) not in _SUBJECT_VERBS):
+        return None
+    return Detection(word[0], word[1], "PERSON", 0.6, "names:bank_subject")
+
+
+def _bank_span(
+    words: list[tuple[int, int, str]],
+    kinds: list[tuple[bool, bool, float, bool] | None],
+) -> Detection | None:
+    """The name inside one run of capitalised words, if any."""
+
+    def name_like(k: tuple[bool, bool, float, bool] | None) -> bool:
+        if k is None or k[3]:
+            return False
+        first, last, zipf, _ = k
+        return first or last or zipf < _ALONE_MAX_ZIPF
+
+    lo, hi = 0, len(words)
+    # leading/trailing words that are everyday words and no names ("Dear", "Thanks")
+    while lo < hi and (
+        not name_like(kinds[lo])
+        or (
+            kinds[lo][2] >= _PAIR_MAX_ZIPF  # type: ignore[index]
+            and words[lo][2].lower() not in FIRST_NAMES
+        )
+    ):
+        lo += 1  # "Dear", "Ask", "Will": an everyday word before the name
+    while hi > lo and not name_like(kinds[hi - 1]):
+        hi -= 1
+    if lo >= hi:
+        return None
+    core = kinds[lo:hi]
+    if any(k is None for k in core):
+        return None
+    start, end = words[lo][0], words[hi - 1][1]
+    tail = _POSSESSIVE.search(words[hi - 1][2])
+    if tail is not None:
+        end -= len(tail.group(0))
+    real = [k for k in core if k is not None and not k[3]]
+    if len(real) >= 2:
+        first = real[0]
+        rest = real[1:]
+        everyday = all(k[2] >= _PAIR_MAX_ZIPF for k in real)
+        if everyday and words[lo][2].lower() not in FIRST_NAMES:
+            return None  # "Mark Page", "Will Rate": words, unless NER agrees
+        if first[0] and any(k[1] or k[2] < _ALONE_MAX_ZIPF for k in rest):
+            return Detection(start, end, "PERSON", 0.75, "names:bank")
+        if real[-1][1] and first[2] < _ALONE_MAX_ZIPF:
+            return Detection(start, end, "PERSON", 0.7, "names:bank")
+        return None
+    first, last, zipf, _ = real[0]
+    if first and zipf < _ALONE_MAX_ZIPF and len(words[lo][2]) >= 3:
+        return Detection(start, end, "PERSON", 0.55, "names:bank_single")
+    return None
+
+
 def find_names(text: str) -> list[Detection]:
     """PERSON detections from cues and the given-name lexicon."""
     out: list[Detection] = []
@@ -270,6 +504,7 @@ def find_names(text: str) -> list[Detection]:
                 end = span[1]
         score = 0.7 if end > m.end("first") else 0.55
         out.append(Detection(m.start(), end, "PERSON", score, "names:given"))
+    out.extend(bank_names(text))
     return out
 
 
@@ -278,7 +513,12 @@ def relabel_org(text: str, det: Detection) -> Detection | None:
     words = text[det.start : det.end].split()
     if not words or len(words) > 3:
         return None
-    if words[0].lower() not in FIRST_NAMES:
+    first = words[0].strip(".,")
+    if first.lower() not in FIRST_NAMES and not (
+        not first.isupper()
+        and load_bank().in_first(first)
+        and zipf_en(first) < _ALONE_MAX_ZIPF
+    ):
         return None
     if words[-1].lower().rstrip(".,") in ORG_SUFFIXES:
         return None

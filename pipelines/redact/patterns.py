@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from pipelines.redact.lexicon import COMMON_WORDS as _COMMON_WORDS
-from pipelines.redact.offline import has_public_suffix
+from pipelines.redact.lexicon import FIRST_NAMES, zipf_en
 from pipelines.redact.spans import Detection
 
 # ------------------------------------------------------------------------ e-mail
@@ -27,10 +27,38 @@ _EMAIL_RE = re.compile(
     r"[^\W\d_]{2,24}(?![\w\-])"
 )
 _NOT_PERSONAL_LOCAL = frozenset({"git"})
+#: File extensions that are not country codes: ``icon@2x.png``, ``x@y.json``.
+_FILE_SUFFIXES = frozenset(
+    """
+    png jpg jpeg gif svg webp bmp ico json yaml yml txt html htm css scss log lock
+    tar gz tgz bz2 xz zip whl exe dll dylib java kt js mjs cjs ts tsx jsx py pyc
+    pyi rs rb go sh bash toml ini cfg conf xml csv tsv pdf md rst lua php swift
+    sql proto parquet bin dat tmp bak orig patch diff
+    """.split()
+)
+
+
+def _trim_domain(domain: str) -> str:
+    """Drop labels glued on after the address (``a@example.org.Next``: no space
+    after the sentence): a capitalised last label after lower-case ones."""
+    while domain.count(".") > 1:
+        head, _, last = domain.rpartition(".")
+        if last[:1].isupper() and not last.isupper() and head == head.lower():
+            domain = head
+            continue
+        break
+    return domain
 
 
 def find_emails(text: str) -> list[Detection]:
-    """E-mail addresses whose domain ends in a public suffix."""
+    """Syntactically valid e-mail addresses, public suffix or not.
+
+    ``someone@company.internal``, ``.local``, ``.corp`` and ``.example`` are
+    personal data like ``@gmail.com`` (issue 11: they were kept because the
+    public suffix list does not know them). The domain needs a dot and an
+    alphabetic last label that is not a file extension (``icon@2x.png``);
+    ``git@host:org/repo`` is a remote, not a person.
+    """
     if "@" not in text:
         return []
     out = []
@@ -39,10 +67,8 @@ def find_emails(text: str) -> list[Detection]:
         local, _, domain = value.rpartition("@")
         if local.lower() in _NOT_PERSONAL_LOCAL or local.startswith("."):
             continue
-        # "a@example.org.Next" (no space after a sentence): drop trailing labels
-        while not has_public_suffix(domain) and domain.count(".") > 1:
-            domain = domain.rsplit(".", 1)[0]
-        if not has_public_suffix(domain):
+        domain = _trim_domain(domain)
+        if domain.rsplit(".", 1)[-1].lower() in _FILE_SUFFIXES:
             continue
         value = f"{local}@{domain}"
         out.append(
@@ -164,8 +190,25 @@ class PhoneFinder:
 # The left-boundary lookbehinds sit after the first digit (``\d(?<!x\d)``) so the
 # regex starts with a character class, which ``re`` scans for quickly; the matches
 # are the same as with the lookbehind first.
-_CARD_RE = re.compile(r"\d(?<![\w\-.]\d)(?:[ \-]?\d){12,18}(?![\w\-]|\.\d)")
-_CARD_PREFIX = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|3[0689]|6(?:011|5|4[4-9]|22)|35)")
+_CARD_RE = re.compile(r"\d(?<![\w\-.]\d)(?:[ \-]?\d){11,18}(?![\w\-]|\.\d)")
+#: Issuer prefixes by length (IIN ranges of Visa, Mastercard, Amex, Discover,
+#: JCB, Diners, Maestro, UnionPay, Mir): 12-digit Maestro, 15-digit JCB
+#: ``1800``/``2131``, 19-digit Visa... A Luhn-valid number of another prefix
+#: counts only next to a card word (``card``, ``visa``, ``cc``).
+_CARD_PREFIX_BY_LEN = {
+    12: re.compile(r"0604|5018|5020|5038|5[6-8]|6304|6390|6759|676[1-3]"),
+    13: re.compile(r"4"),
+    14: re.compile(r"30[0-5]|3[689]"),
+    15: re.compile(r"3[47]|1800|2131"),
+    16: re.compile(r"4|5[1-5]|2[2-7]|220[0-4]|35|6011|6[0245]|64[4-9]"),
+    17: re.compile(r"5[06-8]|6"),
+    18: re.compile(r"5[06-8]|6"),
+    19: re.compile(r"4|5[06-8]|6|35"),
+}
+_CARD_CONTEXT = re.compile(
+    r"(?i)\b(?:card|cards|visa|master\s?card|amex|american express|maestro|discover|"
+    r"jcb|diners|unionpay|credit|debit|cc|ccn|pan|payment)\b"
+)
 
 
 def luhn_ok(digits: str) -> bool:
@@ -182,18 +225,31 @@ def luhn_ok(digits: str) -> bool:
 
 
 def find_cards(text: str) -> list[Detection]:
-    """Payment card numbers: 13-19 digits, issuer prefix, Luhn."""
+    """Payment card numbers: 12-19 digits, one kind of separator, Luhn.
+
+    With an issuer prefix of its length the number is a card (score 1.0);
+    any other Luhn-valid number starting 2-6 only with a card word in the 40
+    characters before it (0.9): 12-digit AWS account ids and 13-digit
+    millisecond timestamps stay.
+    """
     out = []
     for m in _CARD_RE.finditer(text):
-        digits = re.sub(r"\D", "", m.group(0))
-        if not 13 <= len(digits) <= 19 or len(set(digits)) < 3:
+        raw = m.group(0)
+        digits = raw.replace(" ", "").replace("-", "")
+        if len(set(digits)) < 3 or len({ch for ch in raw if not ch.isdigit()}) > 1:
             continue
-        if not _CARD_PREFIX.match(digits) or not luhn_ok(digits):
+        if not luhn_ok(digits):
             continue
-        seps = {ch for ch in m.group(0) if not ch.isdigit()}
-        if len(seps) > 1:
+        prefix = _CARD_PREFIX_BY_LEN[len(digits)]
+        if prefix.match(digits):
+            score = 1.0
+        elif digits[0] in "23456" and _CARD_CONTEXT.search(
+            text, max(0, m.start() - 40), m.start()
+        ):
+            score = 0.9
+        else:
             continue
-        out.append(Detection(m.start(), m.end(), "CREDIT_CARD", 1.0, "pattern:card"))
+        out.append(Detection(m.start(), m.end(), "CREDIT_CARD", score, "pattern:card"))
     return out
 
 
@@ -301,7 +357,7 @@ def find_ips(text: str) -> list[Detection]:
             value = m.group(0)
             if value.count(":") < 2 or sum(ch.isalnum() for ch in value) < 3:
                 continue
-            if _DATE_LIKE.search(value) and "::" not in value:
+            if value.count(":") < 4 and _DATE_LIKE.search(value) and "::" not in value:
                 continue
             if _ip_ok(value):
                 out.append(
@@ -332,10 +388,25 @@ _STREET_TYPES = (
     r"place|pl|square|sq|terrace|parkway|pkwy|highway|hwy|circle|crescent|close|"
     r"grove|gardens|row|alley|trail|plaza|mews|quay|wharf"
 )
+_STREET_SUFFIXES = (
+    r"straat|strasse|straße|gasse|steeg|laan|plein|gracht|kade|gürtel|platz|"
+    r"allee|gade|vej|vägen|gatan|katu|utca|útja|ulica|ulice|náměstí|namesti|"
+    r"stræde|damm|ufer|chaussee|gata|veien|vegen|kuja|polku|bulevardi|väylä|"
+    r"gränd|torget|singel|dreef|sokak|sokağı|caddesi|bulvarı"
+)
+_STREET_SUFFIXES_2 = r"weg|tie|vei|väg|kaari|rinne|ranta"
+#: Street words of many languages, as a separate word ("rue", "ul.", "Jalan",
+#: "tér") or the end of a compound ("Nassaustraat", "Neonkuja", "Schlossweg").
+_STREET_SEPARATE = (
+    r"rue|calle|avenida|rua|piazza|plac|stadion|chemin|allée|impasse|quai|cours|"
+    r"boulevard|viale|vicolo|largo|corso|piazzale|paseo|camino|carrera|cuesta|"
+    r"ronda|travesía|travessa|praça|estrada|alameda|jalan|gang|drumul|strada|"
+    r"bulevardul|aleea|calea|splaiul|aleja|tér|út|körút|köz|nábřeží|třída|phố|"
+    r"đường|ul\.|al\.|jl\.|gg\.|str\.|av\."
+)
 _STREET_WORDS = (
-    r"[\w'\-]*(?:straat|strasse|straße|gasse|steeg|laan|plein|gracht|kade|gürtel|"
-    r"platz|allee|gade|vej|vägen|gatan|katu|utca|útja|ulica|ulice|náměstí|namesti)"
-    r"|rue|calle|avenida|rua|piazza|plac|stadion|(?-i:Via|Viale)"
+    r"[\w'\-]*(?:" + _STREET_SUFFIXES + r")|[\w'\-]+(?:" + _STREET_SUFFIXES_2 + r")"
+    r"|(?:" + _STREET_SEPARATE + r")|(?-i:Via|Viale)"
 )
 _UNIT = r"(?:apt|apartment|suite|ste|unit|flat|floor|fl|room|rm|bldg|building)\.?"
 _WORD = r"[^\W\d_][\w'.\-]*"
@@ -350,15 +421,15 @@ _STREET_A = (
 _STREET_B = (
     r"(?:\b"
     + _NUM
-    + r"[ \t]+){0,2}(?-i:(?:"
+    + r",?[ \t]+){0,2}(?-i:(?:"
     + _CWORD
     + r"[ \t]+){0,2})\b(?:"
     + _STREET_WORDS
-    + r")\b(?:[ \t]+"
+    + r")(?:(?<=\.)|\b)(?:[ \t]+"
     + _WORD
-    + r"){0,3}(?:[ \t]+"
+    + r"){0,3}(?:[ \t]+(?:No\.?[ \t]*)?"
     + _NUM
-    + r"\b\.?)?"
+    + r"(?:/\d{1,5})?\b\.?)?"
 )
 #: "87 Jakobi 69", "03 Πλατεία Μαβίλη 170": building, street name, number; only
 #: with an address cue nearby or a unit right after, and followed by a comma, a
@@ -381,23 +452,16 @@ _STREET_C = (
 _STRONG_RE = re.compile(r"(?i)" + _STREET_A + "|" + _STREET_B)
 _WEAK_RE = re.compile(_STREET_C, re.M)
 _HINT_RE = re.compile(
-    r"(?i)\b(?:" + _STREET_TYPES + r"|rue|via|viale|calle|avenida|rua|piazza|plac|"
-    r"stadion)\b|(?:straat|strasse|straße|gasse|steeg|laan|plein|gracht|kade|gürtel|"
-    r"platz|allee|gade|vej|vägen|gatan|katu|utca|útja|ulica|ulice|náměstí|namesti)\b"
+    r"(?i)\b(?:" + _STREET_TYPES + r"|via|" + _STREET_SEPARATE + r")(?!\w)"
+    r"|(?:" + _STREET_SUFFIXES + r"|" + _STREET_SUFFIXES_2 + r")\b"
     r"|\b" + _UNIT + r"\s*\d"
 )
 #: ``_HINT_RE`` split in three case-sensitive parts for lower-cased text: the
 #: same test at a quarter of the cost (a case-insensitive alternation without a
 #: leading ``\b`` is tried at every position of every text that has a digit).
 _HINT_PARTS = (
-    re.compile(
-        r"\b(?:" + _STREET_TYPES + r"|rue|via|viale|calle|avenida|rua|piazza|plac|"
-        r"stadion)\b"
-    ),
-    re.compile(
-        r"(?:straat|strasse|straße|gasse|steeg|laan|plein|gracht|kade|gürtel|platz|"
-        r"allee|gade|vej|vägen|gatan|katu|utca|útja|ulica|ulice|náměstí|namesti)\b"
-    ),
+    re.compile(r"\b(?:" + _STREET_TYPES + r"|via|" + _STREET_SEPARATE + r")(?!\w)"),
+    re.compile(r"(?:" + _STREET_SUFFIXES + r"|" + _STREET_SUFFIXES_2 + r")\b"),
     re.compile(r"\b" + _UNIT + r"\s*\d"),
 )
 
@@ -425,14 +489,31 @@ def _has_hint(text: str) -> bool:
 
 _UNIT_RE = re.compile(r"(?i)\b" + _UNIT + r"[ \t]*\d{1,5}[a-z]?\b")
 _NEXT_UNIT_RE = re.compile(r"(?i)[\s,.]*" + _UNIT + r"[ \t]*\d")
+#: Postcode shapes of many countries: 12345, 12345-6789, 74-730, 541 28, H-8523,
+#: 1234 AB, SW1A 1AA, K1A 0B1.
+POSTCODE = (
+    r"(?:[A-Z]{1,2}-)?\d{4,6}(?:-\d{4})?|\d{2,3}[ \-]\d{2,3}|\d{4}[ \t]?[A-Z]{2}"
+    r"|[A-Z]{1,2}\d[A-Z\d]?[ \t]?\d[A-Z]{2}|[A-Z]\d[A-Z][ \t]?\d[A-Z]\d"
+)
 _ZIP_CONTEXT_RE = re.compile(
-    r"(?i)\b(?:zip|zip code|zipcode|postal code|postcode|post code|plz)\s*[:#]?\s*"
-    r"(?P<zip>\d{4,6}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2})\b"
+    r"(?i)\b(?:zip|zip code|zipcode|postal code|postcode|post code|plz|cep)\b"
+    r"(?:[^\n\d:]{0,30}?\b(?:is|was)\b)?\s*[:#]?\s*"
+    r"(?P<zip>(?-i:" + POSTCODE + r"))(?![\w\-])"
 )
 _ADDRESS_CUE = re.compile(
     r"(?i)\b(?:address|addresses|lives? (?:at|on|in)|lived (?:at|on|in)|located at|"
     r"moved to|return to|ship to|deliver to|mail to|billing|shipping|residence|"
-    r"postal)\b"
+    r"postal|grew up (?:on|at)|resides? (?:at|on)|living (?:at|on))\b"
+)
+#: Right after a cue: "<words> <number>" ("Nad Mostem 68", "Trytova 2/4"),
+#: the house number last, as most of Europe writes it; the street has no
+#: street word, so only a cue makes it an address.
+_CUE_STREET_RE = re.compile(
+    r"(?:[ \t]*(?:is|to|at|on|:)(?![\w]))*[ \t]*"
+    r"(?P<street>(?-i:[A-Z]|[^\W\d_a-z])[\w'.\-]*(?:[ \t]+[^\W\d_][\w'.\-]*){0,3}"
+    r"[ \t]+(?:No\.?[ \t]*)?\d{1,5}[a-zA-Z]?(?:/\d{1,5})?)"
+    r"(?=[ \t]*(?:[,;\n)]|\.(?!\d)|$))",
+    re.M,
 )
 _TAIL_TOKEN = re.compile(
     r"[ \t]*[,.]?[ \t]*(?P<tok>(?i:" + _UNIT + r")[ \t]*\d{1,5}[a-zA-Z]?\b|"
@@ -566,15 +647,122 @@ def find_addresses(text: str) -> list[Detection]:
                 continue
             end = _address_tail(text, start, end)
             out.append(Detection(start, end, "LOCATION", 0.86, "pattern:address"))
+    if cue:
+        for c in _ADDRESS_CUE.finditer(text):
+            m = _CUE_STREET_RE.match(text, c.end())
+            if m is None or _FUNCTION_WORD.search(m.group("street")):
+                continue
+            start = m.start("street")
+            end = _address_tail(text, start, m.end("street"))
+            out.append(Detection(start, end, "LOCATION", 0.86, "pattern:address"))
     if hint and (cue or out):
         for m in _UNIT_RE.finditer(text):
             out.append(Detection(m.start(), m.end(), "LOCATION", 0.6, "pattern:unit"))
+    out.extend(find_us_streets(text))
     lowered = text.lower()
     if "zip" in lowered or "post" in lowered or "plz" in lowered:
         for m in _ZIP_CONTEXT_RE.finditer(text):
             out.append(
                 Detection(m.start("zip"), m.end("zip"), "LOCATION", 0.6, "pattern:zip")
             )
+    return out
+
+
+# ------------------------------------------------- US streets (usaddress's CRF)
+
+#: "56366 Meyer Pine", "825 Garrett Circles Apt. 290", "10 N. Oak Skyway": a
+#: house number and 1-4 capitalised words; ``usaddress`` then decides whether
+#: the words end in a street type (its CRF knows every USPS suffix, so no list
+#: here) and where the street ends.
+_US_CAND_RE = re.compile(
+    r"\d(?<![\w\-.,/:]\d)\d{0,5}[A-Za-z]?(?:[ \t]+(?:[NSEW]|North|South|East|West)\.?)?"
+    r"(?:[ \t]+[A-Z][A-Za-z'\-]*\.?){1,4}"
+    r"(?:,?[ \t]+(?:Apt|Suite|Unit|Ste|Fl|Floor|Room|Rm|Bldg|#)\.?[ \t]*#?"
+    r"[A-Za-z0-9\-]{1,6})?"
+)
+_US_HINT_RE = re.compile(r"\d[ \t]+(?:[NSEW]\.?[ \t]+)?[A-Z][a-z]")
+_US_STREET_LABELS = frozenset(
+    {
+        "AddressNumber",
+        "AddressNumberSuffix",
+        "StreetNamePreDirectional",
+        "StreetNamePreModifier",
+        "StreetNamePreType",
+        "StreetName",
+        "StreetNamePostType",
+        "StreetNamePostDirectional",
+        "OccupancyType",
+        "OccupancyIdentifier",
+        "SubaddressType",
+        "SubaddressIdentifier",
+    }
+)
+_usaddress_parse: Callable[[str], list[tuple[str, str]]] | None = None
+_usaddress_missing = False
+
+
+def _us_parser() -> Callable[[str], list[tuple[str, str]]] | None:
+    global _usaddress_parse, _usaddress_missing  # noqa: PLW0603 - lazy import
+    if _usaddress_parse is None and not _usaddress_missing:
+        try:
+            import usaddress  # noqa: PLC0415
+        except ImportError:  # pragma: no cover - usaddress is a pinned dependency
+            _usaddress_missing = True
+        else:
+            _usaddress_parse = usaddress.parse
+    return _usaddress_parse
+
+
+def _everyday(word: str) -> bool:
+    word = word.strip(".,")
+    return word.lower() not in FIRST_NAMES and zipf_en(word) >= 4.5
+
+
+def find_us_streets(text: str) -> list[Detection]:
+    """US-style street addresses confirmed by ``usaddress`` (score 0.88).
+
+    The candidate must parse as house number, street name and a street type
+    (``StreetNamePostType``/``StreetNamePreType``), in that order from its
+    first token, so "404 Not Found" and "3 Failed Checks" are not streets.
+    """
+    if _US_HINT_RE.search(text) is None:
+        return []
+    parse = _us_parser()
+    if parse is None:
+        return []
+    out = []
+    for m in _US_CAND_RE.finditer(text):
+        cand = m.group(0)
+        try:
+            tokens = parse(cand)
+        except Exception:  # noqa: BLE001 - the CRF may choke on odd input
+            continue
+        labels = [label for _, label in tokens]
+        if not labels or labels[0] != "AddressNumber" or "StreetName" not in labels:
+            continue
+        if not ({"StreetNamePostType", "StreetNamePreType"} & set(labels)):
+            continue
+        pos = 0
+        end = 0
+        for token, label in tokens:
+            at = cand.find(token, pos)
+            if at < 0 or label not in _US_STREET_LABELS:
+                break
+            pos = end = at + len(token)
+        value = cand[:end].rstrip(" ,")
+        if _FUNCTION_WORD.search(value):
+            continue
+        start = m.start()
+        stop = _address_tail(text, start, start + len(value))
+        names = [t for t, label in tokens if label == "StreetName"]
+        if stop == start + len(value) and all(_everyday(w) for w in names):
+            # "2 Data Points", "3 Main Street": everyday words need a unit, a
+            # city/zip after them or an address cue before them
+            if "Occupancy" not in " ".join(labels) and not _ADDRESS_CUE.search(
+                text, max(0, start - 80), start
+            ):
+                continue
+        out.append(Detection(start, stop, "LOCATION", 0.88, "pattern:us_street"))
     return out
 
 

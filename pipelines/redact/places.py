@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import re
 
-from pipelines.redact.lexicon import COMMON_WORDS, DEMONYMS, ORG_SUFFIXES
+from pipelines.redact.gazetteer import load_places
+from pipelines.redact.lexicon import COMMON_WORDS, DEMONYMS, ORG_SUFFIXES, zipf_en
+from pipelines.redact.namebank import fold, load_bank
+from pipelines.redact.patterns import POSTCODE
 from pipelines.redact.spans import Detection
 
 _CAP = r"[A-Z\u00c0-\u00de][\w'’\-]*[^\W\d_]"
@@ -174,12 +177,161 @@ def find_places(text: str) -> list[Detection]:
                 start = m.start("place")
                 end = _place_end(text, start, m.end("place"))
                 out.append(Detection(start, end, "LOCATION", score, f"places:{tag}"))
+    out.extend(gazetteer_places(text))
     if any(hint in lowered for hint in _NATION_HINTS):
         for m in _NATION_RE.finditer(text):
             if m.group("place").lower() in DEMONYMS:
                 out.append(
                     Detection(*m.span("place"), "LOCATION", 0.6, "places:nation")
                 )
+    return out
+
+
+#: A run of capitalised words (with place connectors) that may name a place.
+_GAZ_RUN_RE = re.compile(
+    r"(?<![\w@/\\.\-])"
+    + _CAP
+    + r"(?:[ \t]+(?:"
+    + _CONNECTOR
+    + r"[ \t]+)?"
+    + _CAP
+    + r"){0,3}(?![\w@/\\(]|\.\w)"
+)
+#: Prepositions and verbs after which a capitalised word is likely a place.
+_LOCATIVE_RE = re.compile(
+    r"(?i:\b(?:in|from|to|at|near|visited|visit|visiting|around|across|outside|"
+    r"towards|toward|via|into|leaving|left|reached|entering))[ \t]+$"
+)
+#: English place-name morphology of the kind Faker and real maps share
+#: ("East Gemma", "New Danaside", "Jeanhaven", "Amyport", "Lake Jessica"),
+#: taken only after a locative word or before a postcode.
+_TOPONYM_RE = re.compile(
+    r"(?:North|South|East|West|New|Lake|Port|Fort|Mount|Saint|St\.)[ \t]+"
+    + _CAP
+    + r"|"
+    + _CAP
+    + r"(?:ville|burgh|borough|bury|port|side|haven|shire|town|"
+    r"mouth|chester|field|furt|stad|berg|view|fort|stead|ford)"
+)
+#: Zipf frequency from which a one-word gazetteer hit needs a locative word
+#: before it ("Nice", "Reading", "Mobile", "Florence" are words or names too).
+_PLACE_ALONE_MAX_ZIPF = 3.5
+
+
+def gazetteer_places(text: str) -> list[Detection]:
+    """LOCATION spans from the GeoNames gazetteer and toponym morphology.
+
+    Each run of capitalised words is searched for its longest known place
+    (city, country, state, in any accent). A multi-word hit counts alone ("Hong
+    Kong", "El Salvador"); a one-word hit that is rare in English counts alone
+    ("Zaragoza"), a frequent one only after a locative word ("in Florence").
+    CamelCase and ALL-CAPS words are never places here.
+    """
+    places = load_places()
+    if not places:
+        return []
+    out: list[Detection] = []
+    for m in _GAZ_RUN_RE.finditer(text):
+        run = m.group(0)
+        if " " not in run and (run.lower() in COMMON_WORDS or run.isupper()):
+            continue  # "The", "Error", "HTTP": never a place here
+        words = [
+            (w.start() + m.start(), w.end() + m.start(), w.group(0))
+            for w in re.finditer(r"\S+", m.group(0))
+        ]
+        locative = _LOCATIVE_RE.search(text, max(0, m.start() - 16), m.start())
+        found = _longest_place(text, words, places)
+        if found is not None:
+            start, end, n_words = found
+            if start != m.start():
+                if load_bank().in_first(words[0][2]):
+                    continue  # "from Jorge Jordan": a surname, not the country
+                locative = None  # the locative word belongs to the run's start
+            value = text[start:end]
+            if value.isupper() or (n_words == 1 and len(value) < 3):
+                continue  # "SEV", "US": acronyms are NER's business
+            if _name_pair_at(text, start, end):
+                continue  # "assistant to Douglas Lind": a person, not the town
+            if n_words == 1 and locative is None:
+                if not _place_ok(value) or len(value) < 4 or text[end : end + 1] == ":":
+                    continue  # "Ign:" in apt output, "Foy"
+                if zipf_en(value) >= _PLACE_ALONE_MAX_ZIPF:
+                    continue
+                if load_bank().in_first(value):
+                    continue  # "Marianna visited Iceland": a person first
+            # after "in/to/from/visited" a known place outranks NER's PERSON (0.85)
+            score = 0.88 if locative is not None else 0.65
+            out.append(Detection(start, end, "LOCATION", score, "places:gazetteer"))
+            continue
+        if locative is not None:
+            tm = _TOPONYM_RE.fullmatch(m.group(0))
+            if tm is not None and _place_ok(m.group(0)):
+                out.append(
+                    Detection(m.start(), m.end(), "LOCATION", 0.87, "places:toponym")
+                )
+    return out
+
+
+_NEXT_WORD = re.compile(r"[ \t]+(" + _CAP + r")")
+
+
+def _name_pair_at(text: str, start: int, end: int) -> bool:
+    """Whether the place word is a given name followed by a family name."""
+    bank = load_bank()
+    nxt = _NEXT_WORD.match(text, end)
+    return (
+        nxt is not None
+        and bank.in_first(text[start:end])
+        and bank.in_last(nxt.group(1))
+    )
+
+
+def _longest_place(
+    text: str, words: list[tuple[int, int, str]], places: frozenset[str]
+) -> tuple[int, int, int] | None:
+    """(start, end, words) of the longest sub-run of ``words`` that is a place."""
+    n = len(words)
+    for size in range(n, 0, -1):
+        for i in range(0, n - size + 1):
+            first, last = words[i], words[i + size - 1]
+            if _CONNECTOR_RE.fullmatch(first[2]) or _CONNECTOR_RE.fullmatch(last[2]):
+                continue
+            if any(
+                any(ch.isupper() for ch in w[1:]) and not w.isupper()
+                for _, _, w in words[i : i + size]
+            ):
+                continue
+            value = text[first[0] : last[1]]
+            if fold(value) in places:
+                return first[0], last[1], size
+    return None
+
+
+_POSTCODE_AFTER = re.compile(
+    r"[ \t]*,?[ \t]*(?:[A-Z]{2}[ \t]+)?(?P<zip>" + POSTCODE + r")(?![\w\-]|\.\d)"
+)
+_POSTCODE_BEFORE = re.compile(r"(?<![\w\-.])(?P<zip>" + POSTCODE + r")[ \t]*,?[ \t]*$")
+
+
+def adjacent_postcodes(text: str, dets: list[Detection]) -> list[Detection]:
+    """Postcodes right before or after a LOCATION ("Pirkkala 12345", "H-8523
+    Budapest", "Lake Jessica, CA 12345", "74-730 Brodnica"): a number in that
+    slot is an address part, not a count. Run on the final candidates, so an
+    NER place brings its postcode along."""
+    out: list[Detection] = []
+    for det in dets:
+        if det.entity_type != "LOCATION":
+            continue
+        m = _POSTCODE_AFTER.match(text, det.end)
+        if m is not None:
+            out.append(
+                Detection(*m.span("zip"), "LOCATION", det.score, "places:postcode")
+            )
+        m = _POSTCODE_BEFORE.search(text, max(0, det.start - 14), det.start)
+        if m is not None:
+            out.append(
+                Detection(*m.span("zip"), "LOCATION", det.score, "places:postcode")
+            )
     return out
 
 
@@ -209,6 +361,26 @@ def org_place(text: str, det: Detection) -> Detection | None:
     if value.split()[-1].lower().rstrip(".,") in ORG_SUFFIXES:
         return None
     return Detection(det.start, det.end, "LOCATION", 0.8, "ner:ORG->LOCATION")
+
+
+#: Verbs and phrases after which a single capitalised word is a destination or
+#: an origin, not a person ("moving to Hainichen", "works remotely from X").
+_MOVE_RE = re.compile(
+    r"(?i:\b(?:moving to|moved to|move to|relocating to|visited|visiting|"
+    r"remotely from|lives in|living in|born in|flew to|flying to|based in))[ \t]+$"
+)
+
+
+def person_place(text: str, det: Detection) -> Detection | None:
+    """A LOCATION version of a one-word NER PERSON right after a movement or
+    residence phrase ("moving to Hainichen", "visited Borsodszékkőrös"), unless
+    the word is a given name somewhere (``namebank``: "visited Marianna")."""
+    value = text[det.start : det.end]
+    if " " in value or not _MOVE_RE.search(text, max(0, det.start - 24), det.start):
+        return None
+    if not _place_ok(value) or load_bank().in_first(value):
+        return None
+    return Detection(det.start, det.end, "LOCATION", 0.86, "ner:PERSON->LOCATION")
 
 
 _LABEL_PREFIX = re.compile(r"^[^\w]*(?:(?P<label>[\w /.\-]{1,40}):)?\s*")

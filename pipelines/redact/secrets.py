@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from pipelines.redact.lexicon import common_english
 from pipelines.redact.spans import Detection
 
 # --------------------------------------------------------------------------- utils
@@ -1056,6 +1057,84 @@ _SECURE_STRING_RE = re.compile(
     r"(?i)ConvertTo-SecureString\s+(?:-String\s+)?(?:-AsPlainText\s+)?(?:-Force\s+)?"
     r"(?:\\?[\"'])?(?P<value>[^\s\"'\\]{4,256})"
 )
+#: A secret told in prose: ``my password is adminpass``, ``PIN: 4821``, ``the API
+#: key was sk3kd93``, ``Passcode = 839201``. The key is one of a few unambiguous
+#: words (not ``pass`` or ``key`` alone), the separator ``is``/``was``/``:``/``=``.
+_PROSE_RE = re.compile(
+    r"(?i)(?<![\w\-])(?P<key>pass(?:word|code|phrase|wd)s?|pwd|pw"
+    r"|pin(?:[ \t]?(?:code|number))?"
+    r"|api[ _\-]?key|(?:(?:access|auth|api|bearer|session|refresh|user)[ _\-])?token"
+    r"|secret(?:[ _\-]key)?)"
+    r"(?:[ \t]+(?:is|was)(?:[ \t]*[:=])?[ \t]+|[ \t]*[:=][ \t]*)"
+    r"(?P<q>[\"'`\u201c\u2018]?)(?P<val>[^\s\"'`\u201c\u201d\u2018\u2019<>()\[\]{},;]{3,128})"
+)
+_PROSE_HINTS = ("pass", "pwd", "pw", "pin", "key", "token", "secret")
+_PIN_VALUE = re.compile(r"\d{4,8}|(?=[A-Za-z]*\d)[A-Za-z\d]{4,8}")
+
+
+def prose_value_ok(key: str, value: str) -> bool:
+    """Whether ``value`` told after a secret word in prose is the secret.
+
+    Unlike ``acceptable_value`` (built for code, where a lower-case word after
+    ``password:`` is usually a type or a description), a plain word counts here
+    unless it is an everyday English word (``required``, ``incorrect``, ``set``:
+    ``common_english``) or a placeholder; so ``adminpass`` and ``user3pass`` are
+    secrets and "the password is required" is not. PINs must be 4-8 digits (or
+    digits and letters). Identifiers, references and URLs are left alone.
+    """
+    low = value.lower()
+    kind = key.lower()
+    if low in _PLACEHOLDER_VALUES or any(m in low for m in _PLACEHOLDER_MARKERS):
+        return False
+    if len(set(value)) <= 1 or value[0] in "$%@&*/.~-#":
+        return False
+    if value.startswith(("http://", "https://", "file:")):
+        return False
+    if _ENV_NAME.fullmatch(value) or _DOTTED.fullmatch(value):
+        return False
+    if _IDENT_SNAKE.fullmatch(value) or _KEBAB_LOWER.fullmatch(value):
+        return False
+    if kind.startswith("pin"):
+        return _PIN_VALUE.fullmatch(value) is not None
+    password = kind.startswith(("pass", "pw"))
+    if value.isdigit():
+        return len(value) >= (4 if password else 6)
+    if _NUMBERISH.fullmatch(value) or _VERSION.fullmatch(value):
+        return False
+    if value.isalpha():
+        if common_english(value):
+            return False
+        return len(value) >= (4 if password else 8)
+    if not password and not (_has_digit(value) or _mixed(value)):
+        return False
+    if not password and shannon_entropy(value) < entropy_floor(len(value), 2.0):
+        return False  # "AAAAaaa1": a made-up sample, not a token
+    return len(value) >= (4 if password else 6)
+
+
+def prose_secrets(text: str) -> Iterator[tuple[str, int, int]]:
+    """``(family, start, end)`` of each secret told in prose (``_PROSE_RE``)."""
+    for m in _PROSE_RE.finditer(text):
+        key = m.group("key")
+        quoted = bool(m.group("q"))
+        start, end = m.span("val")
+        value = m.group("val")
+        if not quoted:
+            stripped = value.rstrip(".,:?")
+            if text[end : end + 1] == "(":
+                continue  # a call: "password = get_password()"
+            end -= len(value) - len(stripped)
+            value = stripped
+        elif value[-1:] in ".,:!?" and text[end : end + 1] not in "\"'`\u201d\u2019":
+            value = value.rstrip(".,:!?")
+            end = start + len(value)
+        if len(value) < 3 or not prose_value_ok(key, value):
+            continue
+        low = key.lower()
+        family = "PASSWORD" if low.startswith(("pass", "pw", "pin")) else "SECRET"
+        yield family, start, end
+
+
 _LONG_RUN = re.compile(r"[A-Za-z0-9_\-+/=.~:$|%]{16,}")
 _PRAGMA_RE = re.compile(r"pragma:\s*(?:allowlist|whitelist)[ \-]secret", re.I)
 
@@ -1070,6 +1149,7 @@ RULE_NAMES = frozenset(
         "cli_password",
         "sql_password",
         "high_entropy",
+        "prose",
     }
 )
 
@@ -1259,6 +1339,13 @@ class SecretDetector:
                     self._emit(
                         out, start, end, family, "keyword_assignment", score, key
                     )
+        if "keyword_assignment" not in cfg.disabled and any(
+            hint in lowered for hint in _PROSE_HINTS
+        ):
+            taken = [(d.start, d.end) for d in out]
+            for family, start, end in prose_secrets(text):
+                if not any(start < b and a < end for a, b in taken):
+                    self._emit(out, start, end, family, "prose", 0.8)
         if "cli_password" not in cfg.disabled and "-" in text:
             for m in _CLI_RE.finditer(text):
                 family = classify_key(m.group("key"))

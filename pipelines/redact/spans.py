@@ -126,3 +126,60 @@ def drop_overlapping(
     if not spans:
         return detections
     return [d for d in detections if all(d.end <= s or d.start >= e for s, e in spans)]
+
+
+#: Types whose values are not repeated by ``repeated_values``: secrets have their
+#: own (``secrets._repeats``), and these are too generic to search for again.
+_NO_REPEAT = frozenset({"DATE_TIME", "NRP", "URL"})
+_MAX_REPEAT_VALUES = 64
+_NAME_PART = re.compile(r"[^\W\d_][^\W\d_'’\-]{2,}")
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def repeated_values(text: str, kept: list[Detection]) -> list[Detection]:
+    """Other occurrences of each detected value in ``text`` (whole words only).
+
+    A detector (or NER) often finds a value once and misses it the second time
+    ("I met Ana Ruiz; Ana Ruiz said..."), which leaves it next to its own
+    placeholder. Each detected value is searched again; for a multi-word PERSON
+    each capitalised word of 3+ letters too ("Ana Ruiz ... Ruiz said"), since a
+    later mention usually drops the first or last name. Same type and score as
+    the original; ``resolve_overlaps`` settles clashes with other detections.
+    """
+    values: dict[str, Detection] = {}
+    for det in kept:
+        if det.entity_type in SECRET_TYPES or det.entity_type in _NO_REPEAT:
+            continue
+        value = text[det.start : det.end]
+        if len(value.strip()) < 3:
+            continue
+        values.setdefault(value, det)
+        if det.entity_type == "PERSON" and " " in value:
+            for part in _NAME_PART.findall(value):
+                if part[0].isupper() and not part.isupper():
+                    values.setdefault(part, det)
+        if len(values) >= _MAX_REPEAT_VALUES:
+            break
+    if not values:
+        return []
+    taken = {(d.start, d.end) for d in kept}
+    out: list[Detection] = []
+    for value, det in values.items():
+        pos = text.find(value)
+        while pos >= 0:
+            end = pos + len(value)
+            if (
+                (pos, end) not in taken
+                and not (pos > 0 and _word_char(text[pos - 1]))
+                and not (end < len(text) and _word_char(text[end]))
+            ):
+                out.append(
+                    Detection(
+                        pos, end, det.entity_type, det.score, f"repeat:{det.recognizer}"
+                    )
+                )
+            pos = text.find(value, end)
+    return out

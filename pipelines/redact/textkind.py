@@ -44,6 +44,16 @@ _NON_LETTER = re.compile(r"[\W\d_]+")
 _CODE_CHAR_RE = re.compile(r"[{}\[\]()<>=;$\\|`^~_/#*@&%+]")
 
 
+#: Data tokens that read as one word in prose: e-mails, phone numbers, IBANs,
+#: IPv4 addresses (bracketed or not).
+_DATA_TOKEN = re.compile(
+    r"\(?[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+\)?"
+    r"|(?<![\w/])\(?\+?\d[\d() .\-]{5,}\d(?:x\d{1,6})?\)?(?![\w/])"
+    r"|\(?\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b\)?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}\b"
+)
+
+
 def is_prose_line(line: str) -> bool:
     """A cheap classifier: does this line read as natural language?
 
@@ -52,9 +62,15 @@ def is_prose_line(line: str) -> bool:
     words rather than paths, hashes or identifiers. Lines that start like code,
     shell prompts, stack frames, diffs or log records are never prose.
     """
+    if _CODE_START.match(line):
+        return False
     s = line.strip()
+    if "@" in s or any(ch.isdigit() for ch in s):
+        # an e-mail, a phone, an IBAN or an IP in a sentence is data, not code:
+        # "Amanda Moore called from +1-863-550-6819x77660 yesterday."
+        s = _DATA_TOKEN.sub("data", s)
     n = len(s)
-    if n < 2 or _CODE_START.match(line):
+    if n < 2:
         return False
     spaces = s.count(" ")
     nonspace = n - spaces

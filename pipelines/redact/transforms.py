@@ -41,7 +41,7 @@ class RedactSessionFn(beam.DoFn):
 
     def process(self, element):
         item, draft = element
-        info = source_info(item, self.config)
+        info = source_info(item, self.config, self.policy.memory.subject_metadata_key)
         tenant = item.tenant_id
 
         def redact(fields):

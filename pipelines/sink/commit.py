@@ -187,7 +187,10 @@ def commit_run(
     with config.open_warehouse() as warehouse:
         if config.job == "nightly":
             expire_history(
-                warehouse, policy.history, now, current_run=config.run_id
+                warehouse,
+                policy.history,
+                now,
+                current_run=Path(config.staging_dir).name,
             ).add_to(history)
         prepare(warehouse)
         result = warehouse.commit_staged(

@@ -145,12 +145,15 @@ def evidence_docs_count(c: StagedCounts) -> StageCount:
 
 
 def evidence_artifacts_count(c: StagedCounts) -> StageCount:
-    """Unit: distinct tool artifact of the run; each becomes a ``tool_artifact``
-    version or an ``evidence_artifacts`` dead letter."""
+    """Unit: distinct tool artifact of the run; each becomes ``tool_artifact``
+    versions (one per subject that saw it) or an ``evidence_artifacts`` dead
+    letter."""
     return StageCount(
         stage="evidence_artifacts",
         records_in=c.value("artifacts", "count(DISTINCT artifact_id)"),
-        records_out=c.rows("documents", "kind = 'tool_artifact'"),
+        records_out=c.value(
+            "documents", "count(DISTINCT doc_id)", "kind = 'tool_artifact'"
+        ),
         dead=c.dead("evidence_artifacts"),
     )
 

@@ -29,6 +29,10 @@ from typing import Protocol, runtime_checkable
 from pipelines.ingest.landing import (
     TRANSCRIPT_SUFFIXES,
     LandingItem,
+    NotRegularFileError,
+    Refusal,
+    check_entry,
+    refused_item,
     sha256_file,
     tenant_for,
     walk_landing,
@@ -82,7 +86,10 @@ def scan(
         try:
             st = path.stat()
         except OSError:
-            continue
+            try:  # a dangling or looping symlink: refused once it is settled
+                st = path.lstat()
+            except OSError:
+                continue
         found[rel] = Stat(st.st_size, st.st_mtime_ns)
     return found, skipped
 
@@ -132,11 +139,21 @@ class FolderWatcher:
         return ready
 
     def _settled_item(self, rel: str, stat: Stat) -> LandingItem | None:
-        """Hash the file; None when it changed while being hashed."""
+        """Hash the file; None when it changed while being hashed. An entry
+        that must not be read (FIFO, broken or escaping symlink: ``check_entry``)
+        is handed over as a refused item, which becomes a dead letter."""
         path = self.root / rel
+        tenant = tenant_for(rel, self.default_tenant)
+        refusal = check_entry(path, self.root)
+        if refusal is not None:
+            return refused_item(path, rel, tenant, refusal)
         try:
             digest = sha256_file(path)
             after = path.stat()
+        except NotRegularFileError as exc:
+            return refused_item(
+                path, rel, tenant, Refusal("not_regular_file", str(exc))
+            )
         except OSError:
             return None
         if Stat(after.st_size, after.st_mtime_ns) != stat:
@@ -146,7 +163,7 @@ class FolderWatcher:
             rel_path=rel,
             file_hash=digest,
             size_bytes=stat.size,
-            tenant_id=tenant_for(rel, self.default_tenant),
+            tenant_id=tenant,
         )
 
     def unsettled(self) -> int:

@@ -60,10 +60,11 @@ class MicroBatch:
 
 
 def unique_by_hash(items: Iterable[LandingItem]) -> list[LandingItem]:
-    """The same bytes under two names are one file: keep the first path."""
+    """The same bytes under two names (of one tenant and subject folder: the
+    landing identity) are one file: keep the first path."""
     seen: dict[str, LandingItem] = {}
     for item in items:
-        seen.setdefault(item.file_hash, item)
+        seen.setdefault(item.landing_id, item)
     return list(seen.values())
 
 

@@ -151,8 +151,12 @@ def _build_docs(docs: Path) -> None:
          effective_date="2025-04-01")  # fmt: skip
 
 
+ORDERS = "lookup_orders: order 7731 shipped by parcelco, eta friday"
+
+
 def _landing(landing: Path) -> None:
-    folder = landing / "tenant=acme"
+    """Two customers' sessions in one tenant, each with a tool output."""
+    folder = landing / "tenant=acme" / "subject=cust-1"
     folder.mkdir(parents=True)
     log = "\n".join(
         f"2025-03-01T09:00:{i:02d}Z kubelet node-7 pods=110/110 evicted=pod-{i}"
@@ -170,6 +174,19 @@ def _landing(landing: Path) -> None:
          "created_at": "2025-03-01T09:00:02Z"},
     ]  # fmt: skip
     (folder / "chat.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    other = landing / "tenant=acme" / "subject=cust-2"
+    other.mkdir(parents=True)
+    lines = [
+        {"session_id": "s2", "turn": 0, "role": "user", "content": "where is my order?",
+         "created_at": "2025-03-02T09:00:00Z"},
+        {"session_id": "s2", "turn": 1, "role": "assistant", "content": "looking",
+         "tool_calls": [{"id": "c2", "name": "lookup_orders", "arguments": {}}],
+         "created_at": "2025-03-02T09:00:01Z"},
+        {"session_id": "s2", "turn": 2, "role": "tool", "content": ORDERS,
+         "tool_call_id": "c2", "name": "lookup_orders", "status": "ok",
+         "created_at": "2025-03-02T09:00:02Z"},
+    ]  # fmt: skip
+    (other / "chat.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
 
 
 def _embedded(wh: Warehouse, run_id: str) -> int:
@@ -233,12 +250,16 @@ def test_first_run_ingests_documents_and_artifacts_balanced(lake, wh):
             [lake.first.run_id],
         ).fetchall()
     )
-    assert kinds["tool_artifact"] == 1
+    assert kinds["tool_artifact"] == 2  # one per customer session
     assert kinds["document"] == 11 + 9 + 2  # runbooks, derived docs, v05, tombstone
-    (section,) = wh.query(
-        "SELECT DISTINCT section_path FROM evidence_chunks WHERE kind = 'tool_artifact'"
-    ).fetchone()
-    assert section == ["kubectl"]
+    owners = wh.query(
+        "SELECT DISTINCT section_path, subject_id, acl FROM evidence_chunks "
+        "WHERE kind = 'tool_artifact' ORDER BY subject_id"
+    ).fetchall()
+    assert owners == [
+        (["kubectl"], "cust-1", ["operators"]),
+        (["lookup_orders"], "cust-2", ["operators"]),
+    ]
     distinct = wh.query(
         "SELECT count(DISTINCT (tenant_id, content_hash)) FROM evidence_chunks "
         "WHERE run_id = ?",
@@ -368,12 +389,15 @@ def test_scope_holds_over_10000_randomized_queries(lake, wh):
     its validity at ``as_of`` ever comes back."""
     index = load_index(wh, lake.policy.evidence.search)
     truth = wh.query(
-        "SELECT c.chunk_id, c.tenant_id, c.acl, c.effective_from, v.effective_to "
+        "SELECT c.chunk_id, c.tenant_id, c.acl, c.effective_from, v.effective_to, "
+        "c.kind, c.subject_id "
         "FROM evidence_chunks c JOIN evidence_versions() v USING (doc_version_id)"
     ).fetchall()
     facts = {r[0]: r[1:] for r in truth}
     tenants = ["acme", "globex", "initech", "shop", "rival", "nobody"]
-    groups = ["sre", "billing", "legal", "support", "ops", "*"]
+    groups = ["sre", "billing", "legal", "support", "ops", "*", "operators"]
+    subjects = [None, "cust-1", "cust-2", "cust-3"]
+    operators = lake.policy.evidence.artifacts.operator_groups
     words = sorted(index.term_ids) + ["pods", "refund", "key", "zzz"]
     dates = [None] + [datetime(y, m, 1, tzinfo=UTC) for y in range(2019, 2027)
                       for m in (1, 6)]  # fmt: skip
@@ -387,12 +411,21 @@ def test_scope_holds_over_10000_randomized_queries(lake, wh):
         as_of = rng.choice(dates)
         query = rng.choice(queries)
         vector = vectors[rng.randrange(len(vectors))]
-        ranked = index.search(tenant, principal, query, vector, 10, as_of, 20)
+        subject = rng.choice(subjects)
+        ranked = index.search(
+            tenant, principal, query, vector, 10, as_of, 20,
+            subject_id=subject, operator_groups=operators,
+        )  # fmt: skip
         at = as_of or datetime.now(UTC)
         for r in ranked:
-            chunk_tenant, acl, start, end = facts[index.row(r.row)["chunk_id"]]
+            chunk_tenant, acl, start, end, kind, owner = facts[
+                index.row(r.row)["chunk_id"]
+            ]
             assert chunk_tenant == tenant
-            assert "*" in acl or set(acl) & set(principal)
+            if kind == "tool_artifact":
+                assert owner == subject or "operators" in principal
+            else:
+                assert "*" in acl or set(acl) & set(principal)
             assert start <= at and (end is None or at < end)
         seen_foreign += tenant == "nobody"
     assert seen_foreign > 0
@@ -402,6 +435,83 @@ def test_scope_holds_over_10000_randomized_queries(lake, wh):
         policy=lake.policy,
     )  # fmt: skip
     assert hits == []
+
+
+def test_tool_outputs_are_served_to_their_own_subject_only(lake, wh):
+    """Warehouse level: search_evidence, the SQL macros and pack agree; one
+    customer's order lookup never reaches another customer's request."""
+    query = "order 7731 shipped parcelco"
+
+    def owners(groups, **kw):
+        hits = wh.search_evidence("acme", groups, query, k=50, policy=lake.policy, **kw)
+        return {h.subject_id for h in hits if h.kind == "tool_artifact"}
+
+    assert owners(["sre"]) == set()  # no subject: documents only
+    assert owners(["sre"], subject_id="cust-2") == {"cust-2"}
+    assert "cust-2" not in owners(["sre"], subject_id="cust-1")
+    assert owners(["sre", "*"], subject_id="cust-3") == set()
+    assert "cust-2" in owners(["operators"])
+    install_macros(wh.connection(), lake.policy)
+
+    def sql_owners(groups, subject):
+        rows = wh.query(
+            "SELECT kind, subject_id FROM evidence_search('acme', ?, ?, k := 50, "
+            "subject := ?)",
+            [groups, query, subject],
+        ).fetchall()
+        return {s for k, s in rows if k == "tool_artifact"}
+
+    assert sql_owners(["sre"], None) == set()
+    assert sql_owners(["sre"], "cust-2") == {"cust-2"}
+    assert "cust-2" not in sql_owners(["sre"], "cust-1")
+    assert "cust-2" in sql_owners(["operators"], None)
+
+    def request(subject, **kw):
+        return PackRequest(
+            tenant_id="acme", principal_groups=["sre"], subject_id=subject,
+            query=query, window_tokens=8000, include_memories=False, now=NOW, **kw,
+        )  # fmt: skip
+
+    own = wh.pack(request("cust-2"), policy=lake.policy)
+    items = [*own.selected, *(d.item for d in own.dropped)]
+    (order,) = [i for i in items if i.kind == "tool_artifact"]
+    assert "7731" in unwrap(order.content)["text"]
+    assert not own.notes
+    anonymous = wh.pack(request(None), policy=lake.policy)
+    assert "tool artifacts skipped: the request names no subject" in anonymous.notes
+    assert all(i.kind != "tool_artifact" for i in anonymous.selected)
+    other = wh.pack(request("cust-1"), policy=lake.policy)
+    listed = [*other.selected, *(d.item for d in other.dropped)]
+    assert listed and order.item_id not in {i.item_id for i in listed}
+    assert not any("7731" in unwrap(i.content)["text"] for i in listed)
+    # asking for it by id: the same error as for an id that exists nowhere
+    errors = []
+    for item_id in (order.item_id, "chk_does_not_exist"):
+        with pytest.raises(PackError) as raised:
+            wh.pack(request("cust-1", mandatory=[item_id]), policy=lake.policy)
+        errors.append(str(raised.value).replace(item_id, "<id>"))
+    assert errors[0] == errors[1]
+
+
+def test_nul_in_a_query_is_text(lake, wh):
+    # NUL separates words like a space (the embedding may differ, BM25 not)
+    plain = wh.search_evidence("acme", ["sre"], "pods pending", policy=lake.policy)
+    nul = wh.search_evidence("acme", ["sre"], "pods\x00pending", policy=lake.policy)
+    bm25 = {h.chunk_id: h.bm25 for h in plain if h.bm25 is not None}
+    assert (
+        bm25
+        and {h.chunk_id: h.bm25 for h in nul if h.chunk_id in bm25}.items()
+        <= bm25.items()
+    )
+    install_macros(wh.connection(), lake.policy)
+    sql = "SELECT chunk_id, bm25 FROM evidence_bm25('acme', ['sre'], ?)"
+    rows = wh.query(sql, ["pods\x00pending"]).fetchall()
+    assert rows and rows == wh.query(sql, ["pods pending"]).fetchall()
+    manifest = wh.pack(
+        _seed_request(query="refund\x00policy", include_memories=False),
+        policy=lake.policy,
+    )
+    assert manifest.selected
 
 
 def _seed_request(**overrides):
@@ -426,9 +536,17 @@ def test_seed_article_pack_example(lake, wh):
     assert selected["forum-post"].token_count == 400
     assert manifest.budget_tokens == 2000 and manifest.used_tokens == 1300
     dropped = {d.item.doc_id: d.reason for d in manifest.dropped}
-    assert dropped == {"refund-policy-v2": "non_positive_utility"}
-    v2 = manifest.dropped[0].item.scores
-    assert v2.utility <= 0 and v2.redundancy > 0.5 and v2.freshness < 0.05
+    # v2 states the same policy in nearly the same words (cosine 0.97 to v3's
+    # text, above near_duplicate_cosine): repeated text, so it loses its whole
+    # value and is dropped as a near-duplicate of the v3 item it repeats
+    assert dropped == {"refund-policy-v2": "near_duplicate"}
+    (v2_drop,) = manifest.dropped
+    assert v2_drop.duplicate_of == selected["refund-policy-v3"].item_id
+    v2 = v2_drop.item.scores
+    assert v2.utility == 0 and v2.freshness < 0.05
+    assert v2.redundancy == pytest.approx(
+        v2.relevance * v2.authority * v2.freshness, abs=1e-5
+    )
     listed = manifest.model_dump_json()
     assert "other-tenant-doc" not in listed and "rival" not in listed
     forum = selected["forum-post"]
@@ -450,6 +568,35 @@ def test_pack_honours_mandatory_items_or_fails(lake, wh):
         )
     with pytest.raises(PackError):
         wh.pack(_seed_request(mandatory=["chk_does_not_exist"]), policy=lake.policy)
+
+
+def test_pack_joins_neighbours_and_lists_the_superseded_version(lake, wh):
+    manifest = wh.pack(
+        PackRequest(
+            tenant_id="acme",
+            principal_groups=["sre"],
+            query="pods are pending because the kubelet has too many pods",
+            window_tokens=2000,
+            now=NOW,
+        ),
+        policy=lake.policy,
+    )
+    by_doc = {i.doc_id: i for i in manifest.selected}
+    current = by_doc["KubeletTooManyPods"]
+    assert current.version == "v05" and len(current.chunk_ids) > 1
+    assert current.item_id.startswith("mrg_")  # one item, sections in order
+    text = unwrap(current.content)["text"]
+    assert text.index("Meaning") < text.index("Impact") < text.index("Mitigation")
+    reasons = {(d.item.doc_id, d.item.version): d for d in manifest.dropped}
+    old = reasons[("KubeletTooManyPods", "v04")]
+    assert old.reason == "superseded"
+    assert old.superseded_by == "KubeletTooManyPods@v05"
+    # the restricted copy repeats the selected text word for word
+    copies = [d for d in manifest.dropped if d.item.doc_id == "kubelet-internal"]
+    assert copies and {d.reason for d in copies} <= {"duplicate", "near_duplicate"}
+    selected_ids = {i.item_id for i in manifest.selected}
+    assert all(d.duplicate_of in selected_ids for d in copies)
+    assert manifest.used_tokens <= manifest.budget_tokens
 
 
 def test_injected_instruction_comes_back_as_untrusted_data(lake, wh):

@@ -27,8 +27,11 @@ from warehouse import Warehouse
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "fixtures" / "planted" / "forty_turns.jsonl"
 
+# The summary names the reporter: the transcript's "Priya" is a name the redactor
+# pseudonymises, and a pseudonym is a protected identifier the ledger checks for.
 GOOD = (
-    "Elevated 502s on checkout since 09:40 UTC; incident started 2026-03-14. "
+    "Reported by Priya (payments on-call): "
+    "elevated 502s on checkout since 09:40 UTC; incident started 2026-03-14. "
     "Tickets go under employee number 4417, corrected to 4471. Do not restart the "
     "payment workers without approval. Refund R-20931 for $1,249.00 is blocked. "
     "The affected shard is pay-shard-7; its failover is pending approval and needs "

@@ -5,8 +5,9 @@
 * snapshots older than ``history.keep_snapshots_days`` are expired and the files
   only they used are deleted from disk (time travel to them fails), the current
   rows intact;
-* debris of a crashed run (unknown data files, staging and quarantine folders)
-  goes once older than the grace period;
+* debris of a crashed run: unknown data files and dead attempts' staging
+  folders go at once (local catalog), a live attempt's stays, quarantine and
+  unlocked staging folders once older than the grace period;
 * the commit step purges inside the run's own snapshot.
 """
 
@@ -29,6 +30,7 @@ from schemas.arrow import to_table
 from schemas.evidence import DocumentVersion, EvidenceChunk
 from schemas.policy import HistorySettings, Policy, RetentionSettings
 from warehouse import Warehouse
+from warehouse.concurrency import attempt_lock
 from warehouse.retention import RetentionCounts, run_retention
 
 NOW = datetime.now(UTC)
@@ -267,15 +269,18 @@ def test_history_is_kept_when_the_window_is_none(tmp_path):
         assert wh.snapshots() == before
 
 
-def test_debris_of_crashed_runs_goes_after_the_grace_period(tmp_path):
+def test_debris_of_crashed_runs_goes_at_once_or_after_the_grace_period(tmp_path):
     root = tmp_path / "wh"
     with Warehouse.open(root, create=True) as wh:
         _commit(wh, "r1", artifacts=[_artifact("art_a")], runs=[_run("r1", NOW)])
     orphan = root / "lake" / "main" / "artifacts" / "ducklake-crashed.parquet"
     duckdb.sql("COPY (SELECT 1 AS x) TO '" + str(orphan) + "' (FORMAT parquet)")
-    stale_stage = root / "staging" / "run_killed" / "messages"
+    stale_stage = root / "staging" / "run_killed" / "messages"  # no lock file
     stale_stage.mkdir(parents=True)
     (stale_stage / "part-0.parquet").write_bytes(b"x")
+    dead_attempt = root / "staging" / "run_x-20260101T000000-dead"
+    with attempt_lock(dead_attempt):  # its process ended: the lock is free
+        (dead_attempt / "part-0.parquet").write_bytes(b"x")
     stale_quarantine = root / "quarantine" / "run_killed"
     stale_quarantine.mkdir(parents=True)
     (stale_quarantine / "raw.bin").write_bytes(b"raw bytes of a rejected record")
@@ -286,15 +291,19 @@ def test_debris_of_crashed_runs_goes_after_the_grace_period(tmp_path):
     for path in (orphan, stale_stage / "part-0.parquet", stale_quarantine / "raw.bin"):
         os.utime(path, (hour_ago, hour_ago))
 
-    young = run_retention(root, _policy(grace_hours=24), now=NOW)
-    assert young.counts.orphan_files_deleted == 0
-    assert young.counts.stale_run_dirs_removed == 0
-    assert orphan.exists() and stale_stage.exists()
+    live_attempt = root / "staging" / "run_y-20260101T000000-live"
+    with attempt_lock(live_attempt):  # a running job's: stays, however old
+        young = run_retention(root, _policy(grace_hours=24), now=NOW)
+        # A local catalog is held by one process at a time: an unknown data
+        # file is a killed commit's and goes at once; so does a dead attempt.
+        assert young.counts.orphan_files_deleted == 1 and not orphan.exists()
+        assert young.counts.stale_run_dirs_removed == 1
+        assert not dead_attempt.exists() and stale_stage.exists()
 
-    done = run_retention(root, _policy(grace_hours=24), now=NOW + 2 * DAY)
-    assert done.counts.orphan_files_deleted == 1
+        done = run_retention(root, _policy(grace_hours=24), now=NOW + 2 * DAY)
+        assert live_attempt.exists()
+    assert done.counts.orphan_files_deleted == 0
     assert done.counts.stale_run_dirs_removed == 2
-    assert not orphan.exists()
     assert not (root / "staging" / "run_killed").exists()
     assert not stale_quarantine.exists() and kept_quarantine.exists()
     with Warehouse.open(root) as wh:

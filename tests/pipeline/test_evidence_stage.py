@@ -1,5 +1,7 @@
-"""TestPipeline tests of ``ChunkEvidence``: main outputs and dead letters, embedding
-reuse against a real DuckLake warehouse, embedding failures as dead letters."""
+"""TestPipeline tests of ``ChunkEvidence``: main outputs and dead letters (tool
+outputs scoped to the subject of their session, residual secrets refused),
+embedding reuse against a real DuckLake warehouse, embedding failures as dead
+letters."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pipelines.evidence.documents import RunInfo, build_document, text_hash
 from pipelines.evidence.embed import Embedder
 from pipelines.evidence.landing import discover_documents
 from pipelines.evidence.transforms import ChunkEvidence
-from schemas import Artifact, Message
+from schemas import Artifact, Message, Session
 from schemas.arrow import to_table
 from schemas.evidence import EvidenceChunk
 from schemas.policy import load_policy
@@ -71,22 +73,46 @@ def _artifact_inputs():
         content="kubectl get pods\nweb-1 Running\nweb-2 Pending",
         policy_version="p",
     )
-    message = Message(
-        message_id="m1",
-        session_id="s1",
+    # "redacted" already, yet a secret rule still matches: never stored
+    leaky = Artifact(
+        artifact_id="art_secret",
         tenant_id="acme",
-        turn=2,
-        role="tool",
-        name="kubectl",
-        content="[tool_result]",
-        content_hash="h",
-        token_count=3,
-        artifact_ref="art_1",
+        size_bytes=40,
+        content="db login ok\npassword: hunter2xyz",
         policy_version="p",
-        source_ref="f#1",
-        created_at=datetime(2025, 3, 1, 9, 0, tzinfo=UTC),
     )
-    return [artifact, artifact], [message]  # the same artifact seen twice
+
+    def message(message_id, session_id, artifact_ref):
+        return Message(
+            message_id=message_id,
+            session_id=session_id,
+            tenant_id="acme",
+            turn=2,
+            role="tool",
+            name="kubectl",
+            content="[tool_result]",
+            content_hash="h",
+            token_count=3,
+            artifact_ref=artifact_ref,
+            policy_version="p",
+            source_ref="f#1",
+            created_at=datetime(2025, 3, 1, 9, 0, tzinfo=UTC),
+        )
+
+    sessions = [
+        Session(session_id="s1", tenant_id="acme", source_format="canonical",
+                source_file="tenant=acme/a.jsonl", source_hash="x",
+                metadata='{"subject_id": "cust-1"}'),
+        Session(session_id="s2", tenant_id="acme", source_format="canonical",
+                source_file="tenant=acme/subject=cust-2/b.jsonl", source_hash="y"),
+    ]  # fmt: skip
+    messages = [
+        message("m1", "s1", "art_1"),
+        message("m2", "s2", "art_1"),  # the same output in another subject's session
+        message("m3", "s1", "art_secret"),
+    ]
+    # the same artifact seen twice
+    return [artifact, artifact, leaky], messages, sessions
 
 
 def test_chunk_evidence_outputs_and_dead_letters(tmp_path):
@@ -97,21 +123,27 @@ def test_chunk_evidence_outputs_and_dead_letters(tmp_path):
             "bad.md": b"---\nacl: [sre\n---\nbody",
         },
     )
-    artifacts, messages = _artifact_inputs()
+    artifacts, messages, sessions = _artifact_inputs()
     config = _config(tmp_path)
     with TestPipeline() as p:
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create(artifacts),
             "messages": p | "Messages" >> beam.Create(messages),
+            "sessions": p | "Sessions" >> beam.Create(sessions),
         } | ChunkEvidence(config, POLICY, KEY)
         assert_that(
             out["documents"]
-            | beam.Map(lambda v: (v.doc_id, v.kind, v.chunk_count, v.acl)),
+            | beam.Map(
+                lambda v: (v.doc_id, v.kind, v.chunk_count, v.acl, v.subject_id)
+            ),
             equal_to(
                 [
-                    ("disk-full", "document", 2, ["sre"]),
-                    ("art_1", "tool_artifact", 1, ["*"]),
+                    ("disk-full", "document", 2, ["sre"], None),
+                    # one version per subject whose session carried the output
+                    ("art_1", "tool_artifact", 1, ["operators"], "cust-1"),
+                    ("art_1", "tool_artifact", 1, ["operators"], "cust-2"),
+                    ("art_secret", "tool_artifact", 1, ["operators"], "cust-1"),
                 ]
             ),
             label="CheckDocuments",
@@ -121,25 +153,31 @@ def test_chunk_evidence_outputs_and_dead_letters(tmp_path):
             | beam.Map(
                 lambda c: (
                     c.doc_id,
+                    c.subject_id,
                     tuple(c.section_path),
                     len(c.embedding),
-                    c.embedding_reused,
                     "example.org" in c.text,
                 )
             ),
             equal_to(
                 [
-                    ("disk-full", ("Disk full", "Meaning"), 384, False, False),
-                    ("disk-full", ("Disk full", "Mitigation"), 384, False, False),
-                    ("art_1", ("kubectl",), 384, False, False),
+                    ("disk-full", None, ("Disk full", "Meaning"), 384, False),
+                    ("disk-full", None, ("Disk full", "Mitigation"), 384, False),
+                    ("art_1", "cust-1", ("kubectl",), 384, False),
+                    ("art_1", "cust-2", ("kubectl",), 384, False),
                 ]
             ),
             label="CheckChunks",
         )
         assert_that(
-            out["dead_letter"] | beam.Map(lambda d: (d.stage, d.reason_code)),
+            out["dead_letter"]
+            | beam.Map(lambda d: (d.stage, d.reason_code, "hunter2" in d.message)),
             equal_to(
-                [("evidence_docs", "not_utf8"), ("evidence_docs", "bad_metadata")]
+                [
+                    ("evidence_docs", "not_utf8", False),
+                    ("evidence_docs", "bad_metadata", False),
+                    ("evidence_embed", "secret_in_text", False),
+                ]
             ),
             label="CheckDeadLetters",
         )
@@ -177,6 +215,7 @@ def test_known_texts_reuse_the_stored_vector(tmp_path):
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create([]),
             "messages": p | "Messages" >> beam.Create([]),
+            "sessions": p | "Sessions" >> beam.Create([]),
         } | ChunkEvidence(config, policy, KEY)
         assert_that(
             out["evidence_chunks"]
@@ -216,6 +255,7 @@ def test_embedding_failures_become_dead_letters(tmp_path, monkeypatch):
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create([]),
             "messages": p | "Messages" >> beam.Create([]),
+            "sessions": p | "Sessions" >> beam.Create([]),
         } | ChunkEvidence(config, POLICY, KEY)
         # one batch holds every text: all three chunks fail together, none is lost
         assert_that(

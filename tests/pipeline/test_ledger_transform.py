@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,6 +45,17 @@ def _planted():
 
 def test_build_ledger_emits_entries_trail_and_dead_letters(tmp_path):
     built = _planted()
+    # one redacted message still holds a secret: its line is dropped, and the
+    # drop is a text-free dead letter (stage ledger_lines)
+    leaked = [
+        m.model_copy(
+            update={"content": m.content + " Always use password: hunter2xyz."}
+        )
+        if m.turn == 2
+        else m
+        for m in built.messages
+    ]
+    built = replace(built, messages=leaked)
     settings = load_policy(None).ledger
     config = JobConfig(
         job="test",
@@ -94,6 +105,21 @@ def test_build_ledger_emits_entries_trail_and_dead_letters(tmp_path):
             | beam.Map(
                 lambda d: (d.stage, d.reason_code, d.tenant_id, d.source_offset)
             ),
-            equal_to([("ledger", "ledger_no_session", "acme", "session:ses_orphan")]),
+            equal_to(
+                [("ledger", "ledger_no_session", "acme", "session:ses_orphan")]
+                + [
+                    ("ledger_lines", "secret_in_text", "acme",
+                     f"session:{built.session.session_id}/turn:{line.turn}"
+                     + (f"/message:{line.source_message_id}"
+                        if line.source_message_id else ""))
+                    for line, _ in expected.dropped
+                ]
+            ),
             label="CheckDeadLetters",
+        )  # fmt: skip
+        assert_that(
+            out.dead_letter | beam.Map(lambda d: "hunter2" in d.model_dump_json()),
+            equal_to([False] * (1 + len(expected.dropped))),
+            label="CheckTextFree",
         )
+    assert expected.dropped

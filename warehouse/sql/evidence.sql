@@ -1,14 +1,21 @@
 -- Evidence macros for analysts (installed by warehouse.evidence_api.install_macros).
--- Placeholders in {braces} are filled from the policy when installed.
+-- Placeholders in {braces} are filled from the policy when installed (and, on a
+-- lake written before tool artifacts had subjects, {doc_subject} and
+-- {chunk_subject} read NULL until the next run adds the columns).
 --
 --   SELECT * FROM evidence_versions();                       -- validity per version
 --   SELECT * FROM evidence_scope('acme', ['sre'], as_of := TIMESTAMPTZ '2020-01-01');
 --   SELECT * FROM evidence_bm25('acme', ['sre'], 'rotate the key');
 --   SELECT * FROM evidence_vector('acme', ['sre'], evidence_embed('rotate the key'));
 --   SELECT * FROM evidence_search('acme', ['sre'], 'rotate the key', k := 5);
+--   SELECT * FROM evidence_search('acme', [], 'order status', subject := 'u-123');
 --
--- Tenant, ACL and validity filters run first (evidence_scope); BM25 statistics
--- and both rankings only ever see chunks in that scope.
+-- Tenant, ACL, subject and validity filters run first (evidence_scope); BM25
+-- statistics and both rankings only ever see chunks in that scope. Documents
+-- are admitted by their ACL; tool artifacts only to a request for the subject
+-- of the session that produced them, or to a policy operator group
+-- ({operator_groups}), never by ACL. Query text is only ever a macro argument
+-- (a bound value): NUL or quotes in it are plain text.
 
 CREATE OR REPLACE TEMP MACRO evidence_terms(t) AS
     list_transform(
@@ -21,29 +28,37 @@ CREATE OR REPLACE TEMP MACRO evidence_terms(t) AS
 
 CREATE OR REPLACE TEMP MACRO evidence_versions() AS TABLE
     SELECT
-        doc_version_id, tenant_id, doc_id, kind, version, effective_from, deleted,
+        doc_version_id, tenant_id, doc_id, kind, {doc_subject} AS subject_id, version,
+        effective_from, deleted,
         authority, title,
         lead(effective_from) OVER (
-            PARTITION BY tenant_id, doc_id
+            PARTITION BY tenant_id, doc_id, {doc_subject}
             ORDER BY effective_from, version_sort, doc_version_id
         ) AS effective_to
     FROM documents;
 
-CREATE OR REPLACE TEMP MACRO evidence_scope(tenant, groups, as_of := NULL) AS TABLE
-    SELECT c.*, v.effective_to, v.authority
+CREATE OR REPLACE TEMP MACRO evidence_scope(
+    tenant, groups, as_of := NULL, subject := NULL
+) AS TABLE
+    SELECT c.*{chunk_subject_column}, v.effective_to, v.authority
     FROM evidence_chunks c
     JOIN evidence_versions() v USING (doc_version_id)
     WHERE c.tenant_id = tenant
-      AND (list_contains(c.acl, '*') OR len(list_intersect(c.acl, groups)) > 0)
+      AND CASE WHEN c.kind = 'tool_artifact'
+          THEN coalesce({chunk_subject} = subject, false)
+            OR len(list_intersect({operator_groups}, coalesce(groups, []))) > 0
+          ELSE list_contains(c.acl, '*')
+            OR len(list_intersect(c.acl, coalesce(groups, []))) > 0
+          END
       AND c.effective_from <= coalesce(as_of, now())
       AND (v.effective_to IS NULL OR v.effective_to > coalesce(as_of, now()));
 
 CREATE OR REPLACE TEMP MACRO evidence_bm25(
-    tenant, groups, query, as_of := NULL, n := {candidates}
+    tenant, groups, query, as_of := NULL, n := {candidates}, subject := NULL
 ) AS TABLE
     WITH scope AS (
         SELECT chunk_id, evidence_terms(text) AS terms
-        FROM evidence_scope(tenant, groups, as_of)
+        FROM evidence_scope(tenant, groups, as_of := as_of, subject := subject)
     ),
     stats AS (
         SELECT count(*) AS n_docs, avg(len(terms)) AS avgdl FROM scope
@@ -76,14 +91,14 @@ CREATE OR REPLACE TEMP MACRO evidence_bm25(
     LIMIT n;
 
 CREATE OR REPLACE TEMP MACRO evidence_vector(
-    tenant, groups, query_vec, as_of := NULL, n := {candidates}
+    tenant, groups, query_vec, as_of := NULL, n := {candidates}, subject := NULL
 ) AS TABLE
     SELECT chunk_id, cosine, row_number() OVER (ORDER BY cosine DESC, chunk_id) AS rank
     FROM (
         SELECT
             s.chunk_id,
             round(list_dot_product(s.embedding, q.v) / q.norm, 6) AS cosine
-        FROM evidence_scope(tenant, groups, as_of) s,
+        FROM evidence_scope(tenant, groups, as_of := as_of, subject := subject) s,
             (
                 -- the query vector is computed once (it may call evidence_embed)
                 SELECT v, greatest(sqrt(list_dot_product(v, v)), 1e-12) AS norm
@@ -95,15 +110,17 @@ CREATE OR REPLACE TEMP MACRO evidence_vector(
 
 CREATE OR REPLACE TEMP MACRO evidence_search(
     tenant, groups, query, k := 5, as_of := NULL, candidates := {candidates},
-    query_vec := NULL
+    query_vec := NULL, subject := NULL
 ) AS TABLE
     WITH b AS (
-        SELECT * FROM evidence_bm25(tenant, groups, query, as_of := as_of, n := candidates)
+        SELECT * FROM evidence_bm25(
+            tenant, groups, query, as_of := as_of, n := candidates, subject := subject
+        )
     ),
     v AS (
         SELECT * FROM evidence_vector(
             tenant, groups, coalesce(query_vec, evidence_embed(query)),
-            as_of := as_of, n := candidates
+            as_of := as_of, n := candidates, subject := subject
         )
     ),
     fused AS (
@@ -115,10 +132,12 @@ CREATE OR REPLACE TEMP MACRO evidence_search(
         FROM b FULL OUTER JOIN v ON b.chunk_id = v.chunk_id
     )
     SELECT
-        s.chunk_id, s.doc_id, s.doc_version, s.section_path, s.char_start,
+        s.chunk_id, s.doc_id, s.doc_version, s.kind, s.subject_id, s.section_path,
+        s.char_start,
         s.char_end, s.text, s.trust, s.effective_from, s.effective_to,
         f.bm25, f.bm25_rank, f.cosine, f.cosine_rank, f.fused
     FROM fused f
-    JOIN evidence_scope(tenant, groups, as_of) s USING (chunk_id)
+    JOIN evidence_scope(tenant, groups, as_of := as_of, subject := subject) s
+        USING (chunk_id)
     ORDER BY f.fused DESC, s.chunk_id
     LIMIT k;

@@ -24,12 +24,18 @@ session; the ``Rejected`` says which message was dropped (``source_offset``) and
 why (``reason_code``), with ``raw=None``. Line-per-message formats (``api_bank``,
 ``claude_code``, ``canonical``) reject the whole line instead (``records=1``).
 
-Failures never raise: empty files give ``empty_file``; a file whose format
-cannot be recognised gives one ``unknown_format`` covering all its records, except
-that a document which does not even decode gives the decoding reason
-(``malformed_json``, ``invalid_utf8``, ``oversize_record``). A reader bug is
-caught too and reported as ``invalid_record`` for the records not yet accounted
-for. ``Rejected.detail`` never quotes the payload.
+Failures never raise: empty files give ``empty_file``; a record that does not
+decode gives its decoding reason (``malformed_json``, ``invalid_utf8``,
+``oversize_record``, ``duplicate_key``, ``invalid_text``: see
+``pipelines.ingest.sources``) on its own, whatever the format. The format is
+detected on the records that decode, so bad lines at the top of a JSONL file
+never hide the good ones after them. A file whose format cannot be recognised
+gives one ``unknown_format`` covering its decodable records (the bad ones keep
+their own reasons). A reader bug is caught too and reported as
+``invalid_record`` for the records not yet accounted for. ``Rejected.detail``
+never quotes the payload. Every rejection that stands for source records
+(``records >= 1``) carries their raw bytes for the quarantine copy, except
+``empty_file`` (nothing to keep).
 
 Output is deterministic: the same bytes give the same drafts in the same order.
 Offsets look like ``line:12:byte:345``, ``document/entry:3/traj:7`` or
@@ -57,7 +63,7 @@ from pipelines.ingest.readers import (
     toolbench,
 )
 from pipelines.ingest.readers._common import DOCUMENT, layout, sample_values
-from pipelines.ingest.sources import count_records, decode_document
+from pipelines.ingest.sources import count_records, decode_document, iter_jsonl
 
 # Registry order is the last tie-breaker of detection.
 _READERS: dict[str, ModuleType] = {
@@ -108,8 +114,9 @@ def _classify(value: Any, kind: str, path: str) -> str | None:
 def detect_format(source: SourceFile) -> str | None:
     """The format of a file, sniffed from its content; None when unknown.
 
-    A JSONL file is recognised from its first decodable lines (at most eight are
-    decoded); a document has to be parsed once. Never raises.
+    A JSONL file is recognised from its first eight lines that decode into a
+    usable record (undecodable lines are skipped, however many); a document has to
+    be parsed once. Never raises.
     """
     try:
         if not source.data.strip():
@@ -159,6 +166,7 @@ def read_source(source: SourceFile, fmt: str | None = None) -> Iterator[Parsed]:
             reasons.UNKNOWN_FORMAT,
             "document",
             "no reader for the requested format",
+            raw=source.data,
             records=expected_records(source, None),
         )
         return
@@ -166,16 +174,32 @@ def read_source(source: SourceFile, fmt: str | None = None) -> Iterator[Parsed]:
 
 
 def _undetected(source: SourceFile) -> Iterator[Rejected]:
+    """Rejections for a file of no known format, each with its raw bytes.
+
+    Records that do not decode keep their own reason; the decodable ones share
+    one ``unknown_format`` rejection whose quarantine copy is those records.
+    """
     if layout(source) == DOCUMENT:
         record = decode_document(source)
         if isinstance(record, Rejected):
             yield record
             return
+        raws = [record.raw]
+    else:
+        raws = []
+        for record in iter_jsonl(source):
+            if isinstance(record, Rejected):
+                yield record
+            else:
+                raws.append(record.raw)
+        if not raws:
+            return
     yield Rejected(
         reasons.UNKNOWN_FORMAT,
         "document",
         "content matches no known transcript format",
-        records=expected_records(source, None),
+        raw=b"\n".join(raws),
+        records=len(raws),
     )
 
 
@@ -192,5 +216,6 @@ def _guarded(module: ModuleType, source: SourceFile, fmt: str) -> Iterator[Parse
             reasons.INVALID_RECORD,
             "document",
             f"internal reader error ({type(exc).__name__})",
+            raw=source.data if missing > 0 else None,
             records=max(missing, 0),
         )

@@ -5,7 +5,9 @@ non-blank line). ``layout`` decides which without trusting the file name:
 
 * zero or one non-blank line: a document;
 * the first non-blank line parses on its own: JSONL;
-* the whole file parses as one value: a document (pretty-printed JSON);
+* the whole file parses as one value: a document (pretty-printed JSON), also
+  when that value holds a duplicate key or a lone surrogate (it is then one bad
+  record, see ``pipelines.ingest.sources``);
 * otherwise the file is broken; it counts as JSONL when another line holds a
   complete non-empty JSON object (a JSONL file with a bad first line), else as a
   malformed document.
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,7 +37,13 @@ from pipelines.ingest.drafts import (
     Rejected,
     SourceFile,
 )
-from pipelines.ingest.sources import JsonRecord, decode_document, iter_jsonl
+from pipelines.ingest.sources import (
+    JsonRecord,
+    RecordDecodeError,
+    decode_document,
+    decode_json,
+    iter_jsonl,
+)
 
 DOCUMENT = "document"
 JSONL = "jsonl"
@@ -61,6 +70,8 @@ def _parse_line(line: bytes, first: bool) -> Any:
 
 
 _NOTHING = object()
+#: Rejections of text that is valid JSON syntax but not a usable record.
+_VALID_JSON = frozenset({reasons.DUPLICATE_KEY, reasons.INVALID_TEXT})
 
 
 def _layout(source: SourceFile) -> tuple[str, JsonRecord | Rejected | None]:
@@ -73,7 +84,9 @@ def _layout(source: SourceFile) -> tuple[str, JsonRecord | Rejected | None]:
     ):
         return JSONL, None
     document = decode_document(source)
-    if not isinstance(document, Rejected):
+    if not isinstance(document, Rejected) or document.reason_code in _VALID_JSON:
+        # Valid JSON as a whole (a duplicate key or a lone surrogate is a bad
+        # record, not a sign of another layout).
         return DOCUMENT, document
     for line in lines[1:]:
         body = line.strip()
@@ -106,8 +119,11 @@ def sample_values(source: SourceFile, limit: int = 8) -> tuple[str, list[Any]]:
     """The layout plus a few decoded values for format sniffing, decoding little.
 
     For a document that is the whole value (it must be parsed to be recognised);
-    for JSONL, up to ``limit`` of the first non-blank lines, each within the record
-    size cap. Undecodable lines are skipped.
+    for JSONL, the first ``limit`` lines that decode into a usable record
+    (``sources.decode_json``), each within the record size cap. Lines that do
+    not are skipped, however many come first: they become their own dead letters
+    when the file is read, and must not turn the good lines after them into one
+    ``unknown_format`` rejection.
     """
     kind, record = _layout(source)
     if kind == DOCUMENT:
@@ -121,13 +137,16 @@ def sample_values(source: SourceFile, limit: int = 8) -> tuple[str, list[Any]]:
         if not body:
             continue
         if len(body) <= source.max_record_bytes:
-            value = _parse_line(body, first)
-            if value is not _NOTHING:
-                values.append(value)
+            try:
+                values.append(
+                    decode_json(body.decode("utf-8-sig" if first else "utf-8"))
+                )
+            except (UnicodeDecodeError, ValueError, RecursionError, RecordDecodeError):
+                pass
+            else:
+                if len(values) >= limit:
+                    break
         first = False
-        limit -= 1
-        if limit <= 0:
-            break
     return kind, values
 
 
@@ -286,19 +305,11 @@ def rejection(
 ) -> Rejected:
     """A ``Rejected`` for a validation error, its detail free of payload.
 
-    The reason code is ``reasons.from_validation_error``'s. The detail has the same
-    shape, but a location part that is not one of our ``fields`` (an unknown key
-    or a metadata key taken from the data) is written as ``*``.
+    Code and detail are ``reasons.from_validation_error``'s: a location part that
+    is not one of our ``fields`` (an unknown key or a metadata key taken from the
+    data) is written as ``*``.
     """
-    code, _ = reasons.from_validation_error(exc)
-    errors = exc.errors(include_input=False, include_url=False, include_context=False)
-    first = errors[0] if errors else {"type": "invalid", "loc": ()}
-    loc = ".".join(
-        str(part) if isinstance(part, int) or part in fields else "*"
-        for part in first.get("loc", ())
-    )
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    detail = f"{first.get('type', 'invalid')} at {loc or '<record>'}{more}"
+    code, detail = reasons.from_validation_error(exc, fields)
     return Rejected(code, offset, detail, raw=raw, records=records)
 
 
@@ -380,4 +391,23 @@ def per_record(source: SourceFile, convert) -> Iterator[Parsed]:
             results = convert(record)
         except RecordError as exc:
             results = [Rejected(exc.code, record.offset, exc.detail, raw=record.raw)]
-        yield from results
+        yield from with_raw(results, record.raw)
+
+
+def with_raw(results: list[Parsed], raw: bytes | Callable[[], bytes | None] | None):
+    """``results`` with ``raw`` as the quarantine copy of every record-level
+    rejection (``records >= 1``) that has none yet; ``raw`` may be a function,
+    called only when a copy is needed."""
+    if not any(
+        isinstance(item, Rejected) and item.records and item.raw is None
+        for item in results
+    ):
+        return results
+    if callable(raw):
+        raw = raw()
+    return [
+        replace(item, raw=raw)
+        if isinstance(item, Rejected) and item.records and item.raw is None
+        else item
+        for item in results
+    ]

@@ -7,6 +7,13 @@ first appearance. Within a session, lines are ordered by ``turn`` when every lin
 has one (ties keep file order), else file order is kept. A line that fails
 validation is rejected on its own (``records=1``) with the reason code of
 ``reasons.from_validation_error``: an unknown ``role`` gives ``unknown_role``.
+
+``session_id`` is the sender's choice, so it never merges subjects: when lines of
+one ``session_id`` in a file name different subjects (metadata key
+``SourceFile.subject_key``), each subject gets a session of its own lines, and a
+line of that ``session_id`` naming no subject is rejected (``ambiguous_subject``).
+The warehouse session id is scoped by the subject as well
+(``pipelines.ingest.normalize.session_id_for``).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pipelines.ingest import reasons
 from pipelines.ingest.drafts import (
     DraftMessage,
     DraftSession,
@@ -32,6 +40,8 @@ from pipelines.ingest.readers._common import (
     load_records,
     rejection,
 )
+from pipelines.ingest.sources import JsonRecord
+from pipelines.ingest.subjects import subject_from_metadata
 
 FORMAT = "canonical"
 NAME_HINTS = ("canonical",)
@@ -119,8 +129,9 @@ class _Session:
 
 
 def read(source: SourceFile) -> Iterator[Parsed]:
-    sessions: dict[str, _Session] = {}
     rejected: list[Rejected] = []
+    lines: list[tuple[CanonicalLine, DraftMessage, JsonRecord, str | None]] = []
+    named: dict[str, set[str]] = {}
     for record in load_records(source):
         if isinstance(record, Rejected):
             rejected.append(record)
@@ -131,11 +142,33 @@ def read(source: SourceFile) -> Iterator[Parsed]:
         except ValidationError as exc:
             rejected.append(rejection(exc, record.offset, 1, record.raw, _FIELDS))
             continue
-        session = sessions.setdefault(line.session_id, _Session(record.offset))
+        subject = subject_from_metadata(line.metadata, source.subject_key)
+        if subject is not None:
+            named.setdefault(line.session_id, set()).add(subject)
+        lines.append((line, draft, record, subject))
+    sessions: dict[tuple[str, str | None], _Session] = {}
+    for line, draft, record, subject in lines:
+        key: tuple[str, str | None] = (line.session_id, None)
+        if len(named.get(line.session_id, ())) > 1:
+            # Several subjects send this session id in one file: each gets a
+            # session of their own lines; a line naming none cannot be placed.
+            if subject is None:
+                rejected.append(
+                    Rejected(
+                        reasons.AMBIGUOUS_SUBJECT,
+                        record.offset,
+                        "session_id is used by several subjects in this file "
+                        "and the line names none",
+                        record.raw,
+                    )
+                )
+                continue
+            key = (line.session_id, subject)
+        session = sessions.setdefault(key, _Session(record.offset))
         session.items.append((line.turn, draft))
-        for key, value in line.metadata.items():
-            session.metadata.setdefault(key, value)
-    for session_id, session in sessions.items():
+        for name, value in line.metadata.items():
+            session.metadata.setdefault(name, value)
+    for (session_id, _subject), session in sessions.items():
         items = session.items
         if all(turn is not None for turn, _ in items):
             items = sorted(items, key=lambda item: item[0])

@@ -93,6 +93,9 @@ class _Reader:
         self.groups: dict[str | None, _Group] = {}
         self.by_uuid: dict[str, str | None] = {}
         self.bookkeeping: list[tuple[dict[str, Any], str]] = []
+        # Raw bytes of the bookkeeping lines (or of the ``loglines`` document), the
+        # quarantine copy when the file turns out to hold no message at all.
+        self.bookkeeping_raw: list[bytes] = []
         self.rejected: list[Rejected] = []
         # A ``loglines`` document is one record, hence one session in file order.
         self.document = False
@@ -108,7 +111,7 @@ class _Reader:
     ) -> None:
         """Take one event; ``records=0`` for events inside a ``loglines`` document."""
         try:
-            self._line(value, offset)
+            self._line(value, offset, raw)
         except RecordError as exc:
             self.rejected.append(
                 Rejected(exc.code, offset, exc.detail, raw, records=records)
@@ -116,12 +119,14 @@ class _Reader:
         except ValidationError as exc:
             self.rejected.append(rejection(exc, offset, records, raw))
 
-    def _line(self, value: Any, offset: str) -> None:
+    def _line(self, value: Any, offset: str, raw: bytes | None) -> None:
         line = check(value, dict, "record")
         kind = need(line, "type", str, "")
         session = first_str(line.get("sessionId"))
         if kind not in MESSAGE_TYPES or "message" not in line:
             self.bookkeeping.append((line, offset))
+            if raw is not None:
+                self.bookkeeping_raw.append(raw)
             return
         message = need(line, "message", dict, "")
         content = need(message, "content", (str, list), "message.")
@@ -162,6 +167,7 @@ class _Reader:
                     reasons.NO_MESSAGES,
                     DOCUMENT if document else first,
                     "no user or assistant message in the file",
+                    raw=b"\n".join(self.bookkeeping_raw) or None,
                     records=1 if document else len(self.bookkeeping),
                 )
             yield from self.rejected
@@ -215,6 +221,7 @@ def read(source: SourceFile) -> Iterator[Parsed]:
                 )
                 continue
             reader.document = True
+            reader.bookkeeping_raw = [record.raw]
             for i, line in enumerate(lines):
                 reader.line(line, f"{DOCUMENT}/logline:{i}", None, records=0)
             continue

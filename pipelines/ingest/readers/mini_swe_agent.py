@@ -3,8 +3,13 @@
 Either a JSON list of chat messages ``{role, content}`` (``*.traj.json`` of older
 releases) or ``{"trajectory_format": "mini-swe-agent-1", "messages": [...],
 "info": {...}}``. The agent's bash actions sit inside the assistant text (fenced
-``mswea_bash_command`` blocks) and their output comes back as a user message, so
-messages are kept exactly as recorded: no tool calls are invented.
+``mswea_bash_command`` blocks) and their output comes back as a ``user`` message.
+That output is an observation, not a user statement: a ``user`` message that
+directly follows an assistant turn is the environment's reply to it (the agent
+loop's structure, ``swe_agent.is_environment_reply``) and becomes a
+``role:"tool"`` result without a ``tool_call_id`` (no tool call is invented).
+The task, the first ``user`` message before any assistant turn, stays a user
+message.
 
 Detection: a ``trajectory_format`` naming mini-swe-agent is certain; a plain message
 list is recognised by mini-swe-agent's action fences or ``<returncode>`` output
@@ -29,6 +34,7 @@ from pipelines.ingest.readers._common import (
     per_record,
 )
 from pipelines.ingest.readers.openai_chat import ChatState, chat_marks, is_messages
+from pipelines.ingest.readers.swe_agent import is_environment_reply
 from pipelines.ingest.sources import JsonRecord
 
 FORMAT = "mini_swe_agent"
@@ -75,8 +81,12 @@ def convert_record(record: JsonRecord) -> list[Parsed]:
         )
     builder = SessionBuilder(FORMAT)
     state = ChatState(builder)
+    previous = None
     for i, message in enumerate(messages):
+        if is_environment_reply(message, previous):
+            message = {**message, "role": "tool"}
         state.add(message, f"{base}/message:{i}")
+        previous = message
     api_calls = _get(info, "model_stats", "api_calls")
     return builder.finish(
         offset=base,

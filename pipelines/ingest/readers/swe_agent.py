@@ -4,9 +4,16 @@ A JSON document ``{environment, trajectory, history, info, replay_config}``.
 
 * ``history`` is preferred: it is the exact message list the model saw, in chat
   form (``role``, ``content``, and for function-calling agents ``tool_calls`` on
-  assistant turns and ``tool_call_ids`` on ``role:"tool"`` observations). Roles are
-  kept as recorded: agents without function calling receive observations as
-  ``user`` messages, and no tool call is invented for them.
+  assistant turns and ``tool_call_ids`` on ``role:"tool"`` observations). Agents
+  without function calling receive the environment's observations as ``user``
+  messages; those are not user statements, so they become ``role:"tool"``
+  results (no ``tool_call_id``, no tool name: no call is invented for them).
+  Which ``user`` message is an observation follows from the agent loop, not
+  from its text: the environment speaks right after each assistant turn, so a
+  ``user`` message that directly follows an ``assistant`` message is its
+  observation, unless its ``message_type`` (newer files) says it is something
+  else. The task (and a demonstration) comes before the first assistant turn
+  and stays a user message.
 * Without a ``history``, ``trajectory`` steps are used: each step's
   ``response`` (else ``thought``) becomes an assistant message carrying one tool
   call ``bash`` whose arguments are ``{"command": <action>}`` and whose id is
@@ -34,7 +41,7 @@ from pipelines.ingest.readers._common import (
     per_record,
 )
 from pipelines.ingest.readers.openai_chat import ChatState, content_text, is_messages
-from pipelines.ingest.sources import JsonRecord
+from pipelines.ingest.sources import JsonRecord, decode_json
 
 FORMAT = "swe_agent"
 NAME_HINTS = (".traj",)
@@ -58,10 +65,31 @@ def _replay_config(value: dict[str, Any]) -> dict[str, Any]:
     config = value.get("replay_config")
     if isinstance(config, str):
         try:
-            config = json.loads(config)
-        except ValueError:
+            # Nested JSON text: decode_json refuses lone surrogates and duplicate
+            # keys here too (a ValueError), so they never reach the metadata.
+            config = decode_json(config)
+        except (ValueError, RecursionError):
             return {}
     return config if isinstance(config, dict) else {}
+
+
+def is_environment_reply(message: Any, previous: Any) -> bool:
+    """Is ``message`` the environment's answer to the assistant turn before it?
+
+    In SWE-agent and mini-swe-agent the human speaks only before the agent's
+    first step (the task); afterwards every ``user`` message the model sees is
+    what the environment returned for its last action (command output, a
+    format error, a timeout notice). A ``message_type`` other than
+    ``observation``, where recorded, overrides the position.
+    """
+    if not (isinstance(message, dict) and isinstance(previous, dict)):
+        return False
+    kind = message.get("message_type")
+    return (
+        message.get("role") == "user"
+        and previous.get("role") == "assistant"
+        and (kind is None or kind == "observation")
+    )
 
 
 def _get(obj: Any, *path: str) -> Any:
@@ -123,8 +151,13 @@ def convert_record(record: JsonRecord) -> list[Parsed]:
     demo = 0
     if isinstance(history, list) and history:
         state = ChatState(builder)
+        previous = None
         for i, message in enumerate(history):
-            state.add(message, f"{base}/history:{i}")
+            if is_environment_reply(message, previous):
+                state.add({**message, "role": "tool"}, f"{base}/history:{i}")
+            else:
+                state.add(message, f"{base}/history:{i}")
+            previous = message
             if isinstance(message, dict) and message.get("is_demo"):
                 demo += 1
     elif isinstance(trajectory, list):

@@ -14,6 +14,7 @@ conversation text, so it is left out.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from pipelines.ingest import reasons
@@ -27,6 +28,7 @@ from pipelines.ingest.readers._common import (
     need,
     per_record,
     raw_of,
+    with_raw,
 )
 from pipelines.ingest.readers.openai_chat import ChatState
 from pipelines.ingest.sources import JsonRecord
@@ -105,7 +107,7 @@ def convert_record(record: JsonRecord) -> list[Parsed]:
     for i, entry in enumerate(value):
         offset = f"{DOCUMENT}/entry:{i}"
         try:
-            out.extend(convert_entry(entry, offset))
+            out.extend(with_raw(convert_entry(entry, offset), partial(raw_of, entry)))
         except RecordError as exc:
             out.append(Rejected(exc.code, offset, exc.detail, raw_of(entry)))
     return out

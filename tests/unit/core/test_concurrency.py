@@ -188,3 +188,50 @@ def test_concurrent_first_opens_create_the_tables_once(tmp_path):
         schema = [s for s in wh_a.snapshots() if s[2] == "schema"]
         assert len(schema) == 1
         wh_b._con.close()
+
+
+def test_a_local_catalog_another_process_holds_is_waited_for():
+    held = duckdb.IOException(
+        'IO Error: Failed to attach DuckLake MetaData "__ducklake_metadata_lake" '
+        'at path + "/w/catalog.ducklake"Could not set lock on file "/w/catalog'
+        '.ducklake": Conflicting lock is held in python (PID 1)'
+    )
+    assert is_conflict(held)
+
+
+def test_attempts_get_their_own_staging_and_a_dead_ones_lock_is_free(tmp_path):
+    import subprocess
+    import sys
+
+    from pipelines.config import JobConfig
+    from warehouse.concurrency import attempt_alive, attempt_lock, new_attempt
+
+    one, two = new_attempt(), new_attempt()
+    configs = [
+        JobConfig(job="nightly", run_id="run_x", landing="l", warehouse="w",
+                  policy_version="p", code_version="c", attempt=a)
+        for a in (one, two)
+    ]  # fmt: skip
+    assert one != two and configs[0].staging_dir != configs[1].staging_dir
+    assert configs[0].staging_dir.startswith("w/staging/run_x-")
+
+    folder = tmp_path / "staging" / "run_x-a"
+    assert attempt_alive(folder) is None  # no lock file: cannot tell
+    with attempt_lock(folder):
+        assert attempt_alive(folder) is True
+    assert attempt_alive(folder) is False
+    # another process holds it, then dies without cleaning up (kill -9)
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from warehouse.concurrency import attempt_lock\n"
+         "with attempt_lock(sys.argv[1]):\n"
+         "    print('locked', flush=True); time.sleep(60)", str(folder)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        assert attempt_alive(folder) is True
+    finally:
+        child.kill()
+        child.wait()
+    assert attempt_alive(folder) is False

@@ -6,10 +6,19 @@ engine is exercised in tests/unit/redact and the pipeline tests.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-from pipelines.ingest.drafts import DraftMessage, DraftSession, DraftToolCall
-from pipelines.ingest.normalize import SourceInfo, normalize_session
+from pipelines.ingest.drafts import (
+    DraftMessage,
+    DraftSession,
+    DraftToolCall,
+    SourceFile,
+)
+from pipelines.ingest.normalize import SourceInfo, normalize_session, session_id_for
+from pipelines.ingest.readers import read_source
+from pipelines.ledger.trail import TrailState, call_ops
+from pipelines.memory.subjects import subject_for
 from schemas import PiiFinding
 
 INFO = SourceInfo(
@@ -149,3 +158,152 @@ def test_session_ids_are_stable_across_files_only_for_formats_with_global_ids():
         normalize_session(other, INFO, mask_emails).session.session_id
         != normalize_session(other, moved, mask_emails).session.session_id
     )
+
+
+# --- session identity is scoped by subject ------------------------------------------
+
+
+def _info(source_file: str, source_hash: str = "f" * 64, **extra) -> SourceInfo:
+    return SourceInfo(
+        **{
+            **INFO.__dict__,
+            "source_file": source_file,
+            "source_hash": source_hash,
+            **extra,
+        }
+    )
+
+
+def _canonical_sessions(path: str, *lines: dict) -> list[DraftSession]:
+    data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    items = list(read_source(SourceFile(path, data), "canonical"))
+    assert all(isinstance(i, DraftSession) for i in items), items
+    return items
+
+
+def _session_of(path: str, source_hash: str, *lines: dict):
+    (draft,) = _canonical_sessions(path, *lines)
+    return normalize_session(draft, _info(path, source_hash), mask_emails).session
+
+
+def test_two_subjects_reusing_one_session_id_get_two_sessions():
+    """Issue 12: Bob must not write into Alice's session by reusing its id."""
+    alice = {"session_id": "chat-1", "role": "user", "content": "my number is 1111"}
+    bob = {"session_id": "chat-1", "role": "user", "content": "employee number 2222"}
+    by_folder = [
+        _session_of("tenant=acme/subject=alice/chat.jsonl", "a" * 64, alice),
+        _session_of("tenant=acme/subject=bob/chat.jsonl", "b" * 64, bob),
+    ]
+    by_metadata = [
+        _session_of(
+            "tenant=acme/x.jsonl",
+            "c" * 64,
+            {**alice, "metadata": {"subject_id": "alice"}},
+        ),
+        _session_of(
+            "tenant=acme/x.jsonl", "d" * 64, {**bob, "metadata": {"subject_id": "bob"}}
+        ),
+    ]
+    for pair in (by_folder, by_metadata):
+        assert pair[0].session_id != pair[1].session_id
+        subjects = [subject_for(s.session_id, s.source_file, s.metadata) for s in pair]
+        assert subjects == ["alice", "bob"]
+
+
+def test_a_subjects_session_continues_across_files_and_appends():
+    line = {"session_id": "chat-1", "role": "user", "content": "hi"}
+    more = {**line, "content": "and more"}
+    first = _session_of("tenant=acme/subject=alice/day1.jsonl", "a" * 64, line)
+    other_file = _session_of("tenant=acme/subject=alice/day2.jsonl", "b" * 64, more)
+    appended = _session_of("tenant=acme/subject=alice/day1.jsonl", "c" * 64, line, more)
+    assert first.session_id == other_file.session_id == appended.session_id
+
+
+def test_without_a_subject_only_the_same_landing_path_continues_a_session():
+    line = {"session_id": "chat-1", "role": "user", "content": "hi"}
+    more = {**line, "content": "and more"}
+    first = _session_of("tenant=acme/a.jsonl", "a" * 64, line)
+    appended = _session_of("tenant=acme/a.jsonl", "b" * 64, line, more)
+    elsewhere = _session_of("tenant=acme/b.jsonl", "c" * 64, line)
+    assert first.session_id == appended.session_id
+    assert first.session_id != elsewhere.session_id
+
+
+def test_the_policy_subject_key_scopes_the_session_id():
+    (alice,) = _canonical_sessions(
+        "a.jsonl",
+        {"session_id": "s", "role": "user", "content": "x", "metadata": {"user": "al"}},
+    )
+    bob = alice.model_copy(update={"metadata": {"user": "bo"}})
+    keyed = _info("a.jsonl", subject_key="user")
+    assert session_id_for(alice, keyed) != session_id_for(bob, keyed)
+    # with the default key, "user" names no subject: same file, same session
+    assert session_id_for(alice, INFO) == session_id_for(bob, INFO)
+
+
+def test_identical_bytes_under_two_subject_folders_are_two_sessions():
+    draft = _draft().model_copy(update={"source_format": "tau_bench"})
+    alice = _info("tenant=acme/subject=alice/run.json")
+    bob = _info("tenant=acme/subject=bob/run.json")
+    assert session_id_for(draft, alice) != session_id_for(draft, bob)
+
+
+# --- JSON nested in a record is decoded with the same checks ------------------------
+
+NESTED_POISON = '{"path": "a\\udc80.py", "n": 1}'  # the text holds an escape
+
+
+def test_a_nested_lone_surrogate_escape_keeps_a_tool_output_as_plain_text():
+    """The text is valid; decoding it as JSON would make a lone surrogate that the
+    observation's key fields carry into the Parquet write (a failed run)."""
+    draft = _draft()
+    tool = draft.messages[2].model_copy(update={"tool_output": NESTED_POISON})
+    draft = draft.model_copy(update={"messages": [*draft.messages[:2], tool]})
+    built = normalize_session(draft, INFO, mask_emails)
+    (artifact,) = built.artifacts
+    assert artifact.media_type == "text/plain"
+    for record in (*built.messages, *built.observations, artifact):
+        record.model_dump_json().encode("utf-8")
+
+
+def test_a_nested_lone_surrogate_escape_names_no_trail_resource():
+    assert call_ops("write_file", NESTED_POISON, TrailState()) == []
+    (op,) = call_ops("write_file", '{"path": "a.py"}', TrailState())
+    assert op.resource.endswith("a.py")
+
+
+def test_two_subjects_sharing_a_session_id_in_one_file_are_split():
+    alice = {"session_id": "chat-1", "role": "user", "metadata": {"subject_id": "al"}}
+    bob = {"session_id": "chat-1", "role": "user", "metadata": {"subject_id": "bo"}}
+    data = b"".join(
+        json.dumps(line).encode() + b"\n"
+        for line in (
+            {**alice, "content": "I am Alice"},
+            {**bob, "content": "employee number 2222"},
+            {"session_id": "chat-1", "role": "user", "content": "whose line?"},
+            {**alice, "content": "still Alice"},
+        )
+    )
+    items = list(read_source(SourceFile("tenant=acme/shared.jsonl", data)))
+    sessions = [i for i in items if isinstance(i, DraftSession)]
+    (rejected,) = [i for i in items if not isinstance(i, DraftSession)]
+    assert rejected.reason_code == "ambiguous_subject" and rejected.raw
+    assert rejected.source_offset.startswith("line:3:")
+    assert [len(s.messages) for s in sessions] == [2, 1]
+    info = _info("tenant=acme/shared.jsonl")
+    built = [normalize_session(s, info, mask_emails).session for s in sessions]
+    assert built[0].session_id != built[1].session_id
+    assert [subject_for(b.session_id, b.source_file, b.metadata) for b in built] == [
+        "al",
+        "bo",
+    ]
+
+
+def test_a_subject_named_on_the_first_line_only_keeps_one_session():
+    lines = [
+        {"session_id": "s", "role": "user", "content": "a",
+         "metadata": {"subject_id": "al"}},
+        {"session_id": "s", "role": "assistant", "content": "b"},
+    ]  # fmt: skip
+    (session,) = _canonical_sessions("x.jsonl", *lines)
+    assert len(session.messages) == 2 and session.metadata == {"subject_id": "al"}

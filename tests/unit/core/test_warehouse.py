@@ -106,3 +106,39 @@ def test_time_travel_reads_an_earlier_snapshot(tmp_path):
         assert travelled.fetchone()[0] == 1
     with Warehouse.open(root, snapshot=snap) as pinned:
         assert pinned.row_counts()["sessions"] == 1
+
+
+def test_a_copied_or_moved_warehouse_folder_opens_and_reads(tmp_path):
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from jobs.cli import app
+
+    first = tmp_path / "first" / "wh"
+    shard = _stage(tmp_path, "a", [_session(1), _session(2)])
+    with Warehouse.open(first, create=True) as wh:
+        wh.commit_staged("run-1", {"sessions": [shard]}, {}, {})
+        wh.commit_staged(
+            "run-2", {}, {"sessions": to_table(Session, [_session(3)])}, {}
+        )
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(first, moved)
+    shutil.rmtree(first)  # moved: the stored data path is gone
+    with Warehouse.open(moved) as wh:
+        assert wh.row_counts()["sessions"] == 3
+        travel = f"AT (VERSION => {wh.snapshot_for_run('run-1')})"
+        assert wh.query(f"SELECT count(*) FROM sessions {travel}").fetchone() == (2,)
+        wh.commit_staged(
+            "run-3", {}, {"sessions": to_table(Session, [_session(4)])}, {}
+        )
+    assert not first.exists()  # nothing was written to the old place
+    with Warehouse.open(moved) as wh:
+        assert wh.row_counts()["sessions"] == 4
+    done = CliRunner().invoke(
+        app, ["sql", "-w", str(moved), "-o", "csv", "SELECT count(*) FROM sessions"]
+    )
+    assert done.exit_code == 0 and done.output.splitlines()[-1] == "4", done.output
+    # an explicit --data-path that disagrees with the catalog still fails
+    with pytest.raises(duckdb.Error, match="does not match"):
+        Warehouse.open(moved, data_path=str(tmp_path / "other-lake"))

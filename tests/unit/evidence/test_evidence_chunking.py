@@ -102,7 +102,38 @@ def test_small_trailing_piece_joins_the_previous_chunk_of_its_section():
     merged = chunk_text(text, max_tokens=200, min_tokens=10)
     assert len(merged) == 1
     split = chunk_text(text, max_tokens=33, min_tokens=10)
-    assert len(split) == 2  # no room: the tail stays on its own
+    # no room to join: the two are cut again, and neither piece is a fragment
+    assert len(split) == 2
+    assert all(10 <= c.token_count <= 33 for c in split)
+    assert _texts(text, split)[1].endswith("short tail")
+
+
+def test_a_trailing_bare_heading_joins_the_chunk_before_it():
+    text = "# Runbook\n\n" + "check the pods. " * 20 + "\n\n## Additional Reading\n"
+    chunks = chunk_text(text, max_tokens=200, min_tokens=40)
+    assert len(chunks) == 1
+    assert _texts(text, chunks)[0].endswith("## Additional Reading")
+    assert chunks[0].section_path == ("Runbook",)
+
+
+def test_a_log_tail_never_stands_alone_below_min_tokens():
+    # a tool output whose lines fill one chunk, then a 3-token last line that
+    # does not fit beside them: the cut moves back instead of leaving a tail
+    lines: list[str] = []
+    while count_tokens("\n".join(lines)) < 190:
+        lines.append(f"2025-03-01T09:00:{len(lines):02d}Z kubelet evicted pod")
+    log = "\n".join(lines) + "\nall done now"
+    assert count_tokens(log) > 200
+    chunks = chunk_text(log, max_tokens=200, min_tokens=40)
+    assert len(chunks) == 2 and min(c.token_count for c in chunks) >= 40
+    assert _texts(log, chunks)[1].endswith("all done now")
+    assert "".join(_texts(log, chunks)).replace("\n", "") == log.replace("\n", "")
+
+
+def test_a_short_whole_section_stays_its_own_chunk():
+    text = "# A\n\n" + "alpha beta. " * 30 + "\n\n## Impact\n\nNew pods stay Pending.\n"
+    chunks = chunk_text(text, max_tokens=200, min_tokens=40)
+    assert [c.section_path for c in chunks] == [("A",), ("A", "Impact")]
 
 
 def test_oversized_blocks_split_at_lines_then_spaces_then_characters():

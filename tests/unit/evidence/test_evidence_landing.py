@@ -132,3 +132,68 @@ def test_front_matter_split_and_natural_version_order():
     meta, start = split_front_matter(broken)
     assert meta == {} and broken[start:] == "# A\n"
     assert sorted(["v10", "v2", "v1"], key=version_sort_key) == ["v1", "v2", "v10"]
+
+
+# ------------------------------------- tenant identity and hostile entries
+def test_same_document_under_two_tenants_is_two_documents(tmp_path):
+    from pipelines.ingest.landing import KnownFiles, new_items
+
+    for tenant in ("a", "b"):
+        (tmp_path / f"tenant={tenant}").mkdir()
+        (tmp_path / f"tenant={tenant}" / "guide.md").write_text("# Guide\nSame.\n")
+    found = discover_documents(tmp_path, "default")
+    assert len({i.file_hash for i in found.items}) == 1
+    fresh = new_items(found.items, KnownFiles())
+    assert [i.tenant_id for i in fresh] == ["a", "b"]
+    stored = [(fresh[0].file_hash, "a", fresh[0].rel_path)]
+    left = new_items(found.items, KnownFiles.from_rows(stored))
+    assert [i.rel_path for i in left] == ["tenant=b/guide.md"]
+
+
+def test_hostile_document_entries_are_refused_unread(tmp_path):
+    import signal
+
+    from pipelines.evidence.documents import RunInfo, build_document
+    from schemas.policy import Policy
+
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    docs.mkdir()
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n")
+    (outside / "acl.meta.json").write_text('{"acl": ["everyone"]}')
+    (docs / "ok.md").write_text("# Ok\n")
+    (docs / "escape.md").symlink_to(outside / "secret.md")
+    os.mkfifo(docs / "pipe.md")
+    (docs / "gone.md").symlink_to(docs / "nowhere.md")
+    (docs / "sided.md").write_text("# Sided\n")
+    (docs / "sided.md.meta.json").symlink_to(outside / "acl.meta.json")
+    os.mkfifo(docs / "versions.json")  # a manifest that would block a reader
+
+    def _raise(*_):
+        raise TimeoutError("blocked: a FIFO was opened")
+
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.alarm(10)
+    try:
+        found = discover_documents(docs, "default")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    got = {i.rel_path: (i.refusal, i.refusal_detail) for i in found.items}
+    assert got == {
+        "escape.md": ("outside_landing", "symlink resolves outside the landing folder"),
+        "gone.md": ("broken_symlink", "dangling symlink"),
+        "ok.md": (None, ""),
+        "pipe.md": ("not_regular_file", "FIFO, not a regular file"),
+        "sided.md": (
+            "outside_landing",
+            "sidecar: symlink resolves outside the landing folder",
+        ),
+    }
+    assert found.skipped == ["versions.json"]
+    run = RunInfo("run_x", "p1", "test")
+    refused = next(i for i in found.items if i.rel_path == "pipe.md")
+    built = build_document(refused, Policy(), lambda fields: [], run)
+    assert built.version is None and built.file.dead == 1
+    (letter,) = built.dead_letters
+    assert (letter.reason_code, letter.source_file) == ("not_regular_file", "pipe.md")

@@ -280,6 +280,110 @@ CASES = [
         [(reasons.WRONG_TYPE, "document/event:1", 0)],
         1,
     ),
+    (
+        "lone_surrogate_in_a_value",
+        None,
+        _jsonl(
+            _canonical(),
+            b'{"session_id": "s1", "role": "user", "content": "'
+            + MARKER.encode()
+            + b'\\udc80"}',
+        ),
+        None,
+        [(reasons.INVALID_TEXT, "line:2:", 1)],
+        1,
+    ),
+    (
+        "lone_surrogate_in_a_nested_key",
+        "canonical",
+        _jsonl(
+            _canonical(),
+            b'{"session_id": "s1", "role": "user", "content": "x",'
+            b' "metadata": {"k\\ud800": 1}}',
+        ),
+        None,
+        [(reasons.INVALID_TEXT, "line:2:", 1)],
+        1,
+    ),
+    (
+        "lone_surrogate_in_a_document",
+        None,
+        b'{"history": [{"role": "user", "content": "\\udfff '
+        + MARKER.encode()
+        + b'"}], "info": {}}',
+        None,
+        [(reasons.INVALID_TEXT, "document", 1)],
+        0,
+    ),
+    (
+        "lone_surrogate_in_a_pretty_document",
+        "swe_agent",
+        b'{\n "history": [\n  {"role": "user", "content": "\\ud83d"}\n ]\n}',
+        None,
+        [(reasons.INVALID_TEXT, "document", 1)],
+        0,
+    ),
+    (
+        "duplicate_key",
+        None,
+        _jsonl(
+            _canonical(),
+            b'{"session_id": "s1", "role": "user", "role": "system",'
+            b' "content": "' + MARKER.encode() + b'"}',
+        ),
+        None,
+        [(reasons.DUPLICATE_KEY, "line:2:", 1)],
+        1,
+    ),
+    (
+        "duplicate_nested_key",
+        None,
+        _jsonl(
+            _claude("u1"),
+            b'{"type": "user", "uuid": "u2", "sessionId": "sess",'
+            b' "message": {"role": "user", "content": "a", "content": "b"}}',
+        ),
+        None,
+        [(reasons.DUPLICATE_KEY, "line:2:", 1)],
+        1,
+    ),
+    (
+        "duplicate_key_in_a_document",
+        None,
+        b'{"messages": [{"role": "user", "content": "hi", "role": "system"}]}',
+        None,
+        [(reasons.DUPLICATE_KEY, "document", 1)],
+        0,
+    ),
+    (
+        "eight_bad_lines_then_good_ones",
+        None,
+        _jsonl(
+            *[b'{"session_id": "s1", "role": "user", "content": "' + MARKER.encode()]
+            * 4,
+            *[b'{"session_id": "s1", "role": "user", "content": "\\udc80"}'] * 2,
+            *[b'{"session_id": "s1", "role": "user", "role": "user", "content": ""}']
+            * 2,
+            *[_canonical(turn=i) for i in range(10)],
+        ),
+        None,
+        [(reasons.MALFORMED_JSON, "line:", 1)] * 4
+        + [(reasons.INVALID_TEXT, "line:", 1)] * 2
+        + [(reasons.DUPLICATE_KEY, "line:", 1)] * 2,
+        1,
+    ),
+    (
+        "unknown_jsonl_with_bad_lines",
+        None,
+        _jsonl(b"{not json", {"a": MARKER}, b'{"a": "\\udc80"}', {"b": 1}),
+        None,
+        [
+            (reasons.MALFORMED_JSON, "line:1:", 1),
+            (reasons.INVALID_TEXT, "line:3:", 1),
+            (reasons.UNKNOWN_FORMAT, "document", 2),
+        ],
+        0,
+    ),
 ]
 
 
@@ -313,6 +417,11 @@ def test_bad_input(fmt, data, cap, expected, n_sessions):
         assert r.reason_code in reasons.ALL
         assert MARKER not in r.detail
         assert MARKER not in r.source_offset
+        if r.records and r.reason_code != reasons.EMPTY_FILE:
+            assert r.raw, f"{r.reason_code} has no quarantine copy"
+    for session in sessions:
+        # Whatever a reader lets through can be encoded downstream.
+        session.model_dump_json().encode("utf-8")
 
 
 def test_record_level_rejections_keep_raw_bytes_for_quarantine():
@@ -348,3 +457,46 @@ def test_every_reader_survives_every_fixture_shape(fmt):
             if isinstance(item, Rejected):
                 assert "internal reader error" not in item.detail
                 assert MARKER not in item.detail
+
+
+def test_one_poison_line_is_one_dead_letter_and_the_good_lines_land():
+    """Issue 12: a lone surrogate escape used to fail the whole run, every rerun."""
+    good = [_canonical(turn=i, content=f"message {i}") for i in range(51)]
+    poison = b'{"session_id": "s1", "role": "user", "content": "bad \\udc80 text"}'
+    data = _jsonl(*good[:20], poison, *good[20:])
+    items = list(read_source(SourceFile("landing/chat.jsonl", data)))
+    (session,) = [i for i in items if isinstance(i, DraftSession)]
+    (rejected,) = [i for i in items if isinstance(i, Rejected)]
+    assert len(session.messages) == 51
+    assert rejected.reason_code == reasons.INVALID_TEXT
+    assert rejected.source_offset.startswith("line:21:")
+    # The quarantine copy is the line's own bytes: ASCII escapes, safe to write.
+    assert rejected.raw == poison and rejected.raw.decode("ascii")
+    session.model_dump_json().encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud83d\\ude00"',  # a valid pair: one emoji
+        '"\\\\udc80"',  # an escaped backslash, then plain letters
+        '"\\u00e9t\\u00e9"',
+    ],
+)
+def test_valid_escapes_are_not_invalid_text(text):
+    line = b'{"session_id": "s1", "role": "user", "content": ' + text.encode() + b"}"
+    items = list(read_source(SourceFile("c.jsonl", _jsonl(_canonical(), line))))
+    assert [type(i) for i in items] == [DraftSession]
+    assert len(items[0].messages) == 2
+
+
+def test_detection_skips_undecodable_lines_however_many():
+    bad = [b'{"type": "user", "mess'] * 30
+    data = _jsonl(*bad, _claude("u1"), _claude("u2"))
+    source = SourceFile("x.jsonl", data)
+    assert detect_format(source) == "claude_code"
+    items = list(read_source(source))
+    assert sum(isinstance(i, DraftSession) for i in items) == 1
+    assert [i.reason_code for i in items if isinstance(i, Rejected)] == [
+        reasons.MALFORMED_JSON
+    ] * 30

@@ -136,9 +136,24 @@ def test_swe_agent(corpora):
     assert len(messages) == 489
     # jq '[.history[]|select(.role=="tool")]|length' summed -> 44, each with one
     # tool_call_ids entry; jq '[.history[]|.tool_calls // []|length]|add' -> 44.
-    assert sum(m.role == "tool" for m in messages) == 44
+    # Observations recorded as "user" (agents without function calling) are
+    # tool results too: a user message right after an assistant one whose
+    # message_type, if any, is "observation":
+    # jq -s '[.[]|.history as $h|range(1;$h|length)|select($h[.].role=="user"
+    #   and $h[.-1].role=="assistant" and (($h[.].message_type//"observation")
+    #   =="observation"))]|length' *.traj -> 169 (of 193 user messages).
+    assert Counter(m.role for m in messages) == {
+        "system": 22,
+        "user": 193 - 169,
+        "assistant": 230,
+        "tool": 44 + 169,
+    }
+    # What stays "user": each file's task, plus the old-format demonstration.
+    users = [m.content for m in messages if m.role == "user"]
+    assert sum(u.startswith("We're currently solving") for u in users) == 22
+    assert sum(u.startswith("Here is a demonstration") for u in users) == 2
     assert sum(len(m.tool_calls) for m in messages) == 44
-    _assert_links(sessions)
+    _assert_links(sessions, allowed_unlinked=169)
     by_id = Counter(s.external_id for s in sessions)
     # jq '.replay_config.problem_statement.id' -> set in 6 files.
     assert by_id == {
@@ -162,7 +177,24 @@ def test_mini_swe_agent(corpora):
     assert rejected == []
     # jq 'length' -> 22 and 6 messages; no structured tool calls.
     assert sorted(len(s.messages) for s in sessions) == [6, 22]
-    assert all(not m.tool_calls for m in _messages(sessions))
+    messages = _messages(sessions)
+    assert all(not m.tool_calls for m in messages)
+    # The environment's replies are observations (unlinked tool results):
+    # jq -s '[.[]|. as $h|range(1;$h|length)|select($h[.].role=="user" and
+    #   $h[.-1].role=="assistant")]|length' *.traj.json -> 12; the task stays
+    #   the one user message of each file (jq '[.[]|select(.role=="user")]').
+    assert Counter(m.role for m in messages) == {
+        "system": 2,
+        "user": 2,
+        "assistant": 12,
+        "tool": 12,
+    }
+    assert all(
+        m.content.startswith("Please solve this issue")
+        for m in messages
+        if m.role == "user"
+    )
+    _assert_links(sessions, allowed_unlinked=12)
 
 
 def test_openhands(corpora):
@@ -179,6 +211,11 @@ def test_openhands(corpora):
     messages = _messages(sessions)
     # Non-bookkeeping observations: 22+33+50 + 3+21 + 1+4+0+3 = 137.
     assert sum(m.role == "tool" for m in messages) == 137
+    # User messages are only "message" actions of the user, never observations:
+    # jq -c '[.history[]|select(.action=="message")|.source]' (runtime lists:
+    # '[.[]|...]') -> source "user": 1+1+1 + 0+0 + 1+1+3+1 = 9, plus the two
+    # source-less resolver tasks (before the agent acted) = 11.
+    assert sum(m.role == "user" for m in messages) == 11
     # Two "error" observations in the multi-swe-bench runs answer no action
     # (OpenHands' report of a malformed tool call: no cause, no metadata).
     _assert_links(sessions, allowed_unlinked=2)

@@ -306,17 +306,38 @@ def test_swe_agent_history_and_trajectory():
     _linked(steps)
 
 
-def test_mini_swe_agent_messages_kept_as_text():
+def test_swe_agent_environment_reply_by_position_and_message_type():
+    from pipelines.ingest.readers.swe_agent import is_environment_reply
+
+    act = {"role": "assistant", "content": "ls", "action": "ls"}
+    out = {"role": "user", "content": "a.py"}
+    assert is_environment_reply(out, act)
+    assert is_environment_reply({**out, "message_type": "observation"}, act)
+    # the task before the first step, a second user line, or a message the
+    # file itself types as something else stay user messages
+    assert not is_environment_reply(out, {"role": "system", "content": "x"})
+    assert not is_environment_reply(out, None)
+    assert not is_environment_reply(out, {"role": "user", "content": "x"})
+    assert not is_environment_reply({**out, "message_type": "user"}, act)
+
+
+def test_mini_swe_agent_observations_are_tool_results():
     [session], _ = _read("mini_swe_agent_local.traj.json")
+    # The task stays the user's; the environment's replies to each assistant
+    # turn are observations (unlinked tool results), never user statements.
     assert [m.role for m in session.messages] == [
         "system",
         "user",
         "assistant",
-        "user",
+        "tool",
         "assistant",
-        "user",
+        "tool",
     ]
     assert not any(m.tool_calls for m in session.messages)
+    task, first = session.messages[1], session.messages[3]
+    assert task.content.startswith("Please solve this issue")
+    assert first.tool_call_id is None and first.content == ""
+    assert first.tool_output.startswith("<returncode>0</returncode>")
 
 
 def test_openhands_events():

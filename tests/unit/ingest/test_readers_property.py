@@ -8,6 +8,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipelines.ingest import reasons
 from pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
 from pipelines.ingest.readers import (
     FORMATS,
@@ -136,6 +137,8 @@ def _check(source: SourceFile) -> None:
             if isinstance(item, Rejected):
                 assert item.records >= 0
                 assert "internal reader error" not in item.detail, item
+                if item.records and item.reason_code != reasons.EMPTY_FILE:
+                    assert item.raw, ("no quarantine copy", fmt, item)
         wanted = expected_records(source, fmt or detected)
         assert sum(item.records for item in items) == wanted, (fmt, items)
 
@@ -163,3 +166,57 @@ def test_arbitrary_jsonl(lines, cap):
         line if isinstance(line, bytes) else json.dumps(line).encode() for line in lines
     )
     _check(SourceFile("lines.jsonl", data, max_record_bytes=cap))
+
+
+# Strings with lone surrogates and valid pairs; ``json.dumps`` writes them as
+# ``\udXXX`` escapes, which ``json.loads`` turns back into the same code points.
+SURROGATE_TEXT = st.text(
+    alphabet=st.characters(min_codepoint=0xD7FF, max_codepoint=0xE000)
+    | st.sampled_from("a\\\U0001f600"),
+    max_size=6,
+)
+POISONED = st.one_of(
+    st.builds(
+        lambda text, meta: {"session_id": "s", "role": "user", "content": text,
+                            "metadata": meta},
+        SURROGATE_TEXT,
+        st.dictionaries(SURROGATE_TEXT, SURROGATE_TEXT, max_size=2),
+    ),
+    st.builds(
+        lambda text, sid: {"type": "user", "uuid": "u", "sessionId": sid,
+                           "message": {"role": "user", "content": text}},
+        SURROGATE_TEXT,
+        SURROGATE_TEXT,
+    ),
+    st.builds(
+        lambda text, name: {"messages": [{"role": "user", "content": text},
+                                         {"role": "tool", "name": name,
+                                          "content": text}]},
+        SURROGATE_TEXT,
+        SURROGATE_TEXT,
+    ),
+    st.builds(
+        lambda text: {"role": "User", "text": text},
+        SURROGATE_TEXT,
+    ),
+    VALUES,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(POISONED, min_size=1, max_size=5), st.booleans())
+def test_no_lone_surrogate_gets_past_the_readers(values, as_document):
+    """Issue 12: whatever a reader lets through must encode as UTF-8 downstream;
+    a record holding a lone surrogate becomes one ``invalid_text`` rejection."""
+    if as_document:
+        data = json.dumps(values, indent=1).encode()
+    else:
+        data = b"\n".join(json.dumps(v).encode() for v in values)
+    source = SourceFile("mixed.jsonl", data)
+    _check(source)
+    for fmt in (None, *FORMATS):
+        for item in read_source(source, fmt):
+            if isinstance(item, DraftSession):
+                item.model_dump_json().encode("utf-8")
+            else:
+                assert item.detail.encode("utf-8")

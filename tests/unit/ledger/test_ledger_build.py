@@ -285,3 +285,31 @@ def test_text_action_observations_are_not_user_statements(planted_sources, setti
         "identifier:ticket:BUG-1234"
     ]
     assert [p.turn for p in entry.sections.pinned_user_statements] == [0]
+
+
+def test_lines_with_a_residual_secret_are_dropped_and_counted(
+    planted_sources, settings
+):
+    # redacted text that still holds a secret (the redactor missed it): the
+    # sentence is a pinned user statement and a goal candidate; it is never
+    # stored, anywhere in any entry, and the drop is recorded without text
+    leaky = _replace(
+        planted_sources,
+        2,
+        "Standing rule:",
+        "Always log in to staging with password: hunter2xyz. Standing rule:",
+    )
+    built = build_session_ledger(leaky, settings, created_at=NOW)
+    for entry in built.entries:
+        assert "hunter2" not in entry.model_dump_json()
+        assert entry.verified  # the employee number is still carried
+    assert all("hunter2" not in t.model_dump_json() for t in built.trail)
+    sections = {(line.section, line.turn) for line, _ in built.dropped}
+    assert ("pinned_user_statements", 2) in sections
+    assert all(count >= 1 for _, count in built.dropped)
+    assert "hunter2" not in repr(built.dropped)
+    # the clean statement of the same message is still pinned
+    pinned = built.session_entry.sections.pinned_user_statements
+    assert any("4417" in p.text for p in pinned)
+    clean = build_session_ledger(planted_sources, settings, created_at=NOW)
+    assert clean.dropped == []

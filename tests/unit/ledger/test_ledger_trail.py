@@ -231,6 +231,29 @@ def test_results_link_to_calls_even_when_call_ids_repeat():
     assert len({t.trail_id for t in trail}) == 2
 
 
+def test_text_action_observations_stored_as_tool_messages_are_results():
+    """Readers store SWE-agent / mini-swe-agent observations as unlinked
+    ``tool`` messages: the raw output (the artifact) is the action's result."""
+    outputs = {
+        "art_1": "[File: /repo/reproduce.py (1 lines total)]\n"
+        "(Current directory: /repo)",
+        "art_2": "Your proposed edit has introduced new syntax error(s).",
+    }
+    messages = [
+        _m(0, "assistant", "Create it.\n```\ncreate reproduce.py\n```"),
+        _m(1, "tool", "[tool_result tool=unknown]", ref="art_1"),
+        _m(2, "assistant", "Edit.\n```\nedit 1:1\nprint(1)\nend_of_edit\n```"),
+        _m(3, "tool", "[tool_result tool=unknown]", ref="art_2"),
+    ]
+    trail = derive_trail(
+        TrailInput("ses_x", "acme", "swe_agent", messages, outputs=outputs)
+    )
+    assert [(t.turn, t.resource, t.outcome, t.result_turn) for t in trail] == [
+        (0, "reproduce.py", "unknown", 1),
+        (2, "/repo/reproduce.py", "error", 3),
+    ]
+
+
 def test_swe_agent_text_actions_use_the_next_message_and_directory_marks():
     messages = [
         _m(0, "assistant", "Create it.\n```\ncreate reproduce.py\n```"),

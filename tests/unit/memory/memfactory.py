@@ -14,9 +14,11 @@ def at(minutes: float = 0, days: float = 0) -> datetime:
     return T0 + timedelta(minutes=minutes, days=days)
 
 
-def provenance(turn: int = 1, message: str | None = None) -> Provenance:
+def provenance(
+    turn: int = 1, message: str | None = None, session: str = "ses_1"
+) -> Provenance:
     return Provenance(
-        session_id="ses_1",
+        session_id=session,
         message_id=message or f"msg_{turn}",
         turn=turn,
         char_start=0,
@@ -74,8 +76,9 @@ def memory(
     expires: datetime | None = None,
     prov: Provenance | None | str = "default",
     stated_valid_to: datetime | None = None,
+    session: str = "ses_1",
 ) -> MemoryRecord:
-    p = provenance(turn) if prov == "default" else prov
+    p = provenance(turn, session=session) if prov == "default" else prov
     return MemoryRecord(
         memory_id=memory_id_for(
             tenant, subject, purpose, kind, source, text, p or Provenance()

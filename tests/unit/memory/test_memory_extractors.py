@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
+from memfactory import grant
 
 from pipelines.memory.classify import (
     MiniLMEncoder,
@@ -24,7 +25,9 @@ from pipelines.memory.extract import (
     TransientError,
     extract_session,
 )
+from pipelines.memory.gate import gate_candidates
 from pipelines.memory.llm import LlmExtractor
+from pipelines.memory.resolve import resolve
 from schemas import Message, Session, ToolObservation, content_hash
 from schemas.policy import load_policy
 
@@ -93,6 +96,43 @@ def test_planted_rule_and_fact_come_with_provenance(planted):
         assert span == candidate.text  # verbatim
         assert candidate.purpose == "support"
         assert candidate.provenance.message_id == message.message_id
+
+
+ISSUE_CORRECTION = (
+    "Correction: my employee number is 4471, not 4417. Use 4471 from now on."
+)
+
+
+@pytest.mark.parametrize("turn30", [None, ISSUE_CORRECTION])
+def test_untimed_planted_correction_supersedes_by_turn_order(encoder, turn30):
+    """Without timestamps every statement of the session gets the run's time:
+    turn order, not a conflict, decides that turn 30 replaces turn 2."""
+    lines = [json.loads(x) for x in PLANTED.read_text().splitlines() if x.strip()]
+    if turn30 is not None:
+        lines[30]["content"] = turn30
+    session, messages = session_of(lines)
+    messages = [m.model_copy(update={"created_at": None}) for m in messages]
+    ctx = SessionContext.build(session, messages)
+    result = extract_session(
+        ctx, [RuleExtractor(SETTINGS, encoder)], PurposeClassifier(SETTINGS, encoder)
+    )
+    now = datetime(2026, 3, 20, tzinfo=UTC)
+    gated = gate_candidates(
+        result.candidates,
+        [grant(subject=ctx.subject_id, purpose=p) for p in SETTINGS.purpose_names],
+        SETTINGS.model_copy(update={"retention": {"user_stated": {"*": 3650}}}),
+        now=now,
+        policy_version="p",
+        run_id="r",
+    )
+    slot = [m for m in resolve(gated.memories) if m.slot == "employee_number"]
+    by_turn = {m.provenance.turn: m for m in slot}
+    assert {m.valid_from for m in slot} == {now}  # no time tells them apart
+    old, new = by_turn[2], by_turn[30]
+    assert (old.value, new.value) == ("4417", "4471")
+    assert old.superseded_by == new.memory_id and old.valid_to == now
+    assert new.superseded_by is None
+    assert all(m.conflict_with is None for m in slot)
 
 
 def test_questions_commands_and_assistant_restatements_are_not_memories(planted):

@@ -97,6 +97,19 @@ def test_rejections_have_reasons_and_no_text(make, consent, reason):
     assert "text" not in type(rejection).model_fields
 
 
+def test_residual_secret_is_rejected_even_with_a_live_basis():
+    # text that went through redaction and still holds a secret: never stored
+    leaks = [
+        candidate("My password: hunter2xyz is the one I always use."),
+        candidate("I prefer the staging login.", slot="login",
+                  value="password=hunter2xyz"),
+    ]  # fmt: skip
+    result = _gate([*leaks, candidate()], [grant()])
+    assert [m.memory_id for m in result.memories] == [candidate().memory_id]
+    assert [r.reason for r in result.rejections] == ["secret_in_text"] * 2
+    assert "hunter2" not in "".join(r.model_dump_json() for r in result.rejections)
+
+
 def test_no_retention_rule_means_rejected_not_kept_forever():
     bare = SETTINGS.model_copy(update={"retention": {}})
     result = _gate([candidate()], [grant()], settings_=bare)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from pipelines.ingest.landing import KnownFiles
 from pipelines.memory.inputs import (
     discover_inputs,
     new_inputs,
@@ -33,8 +34,11 @@ def test_discovery_tenant_folders_and_known_hashes(tmp_path):
         ("consent/tenant=acme/a.jsonl", "acme"),
     ]
     assert items[0].file_hash == items[1].file_hash  # same bytes
-    assert len(new_inputs(tmp_path / "c", None, "dflt", set())) == 1
-    assert new_inputs(tmp_path / "c", None, "dflt", {items[0].file_hash}) == []
+    # ... under two tenants: two files (landing identity includes the tenant).
+    assert len(new_inputs(tmp_path / "c", None, "dflt", KnownFiles())) == 2
+    stored = [(i.file_hash, i.tenant_id, i.rel_path, i.kind) for i in items[:1]]
+    left = new_inputs(tmp_path / "c", None, "dflt", KnownFiles.from_rows(stored))
+    assert [i.rel_path for i in left] == ["consent/tenant=acme/a.jsonl"]
     single = discover_inputs(tmp_path / "c" / "b.jsonl", "consent", "dflt")
     assert [i.rel_path for i in single] == ["consent/b.jsonl"]
 

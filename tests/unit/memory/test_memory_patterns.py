@@ -128,3 +128,32 @@ def test_slot_normalisation():
     assert patterns.normalize_slot("Employee  Number") == "employee_number"
     assert patterns.normalize_slot("e-mail") == "email"
     assert patterns.normalize_slot("employee no") == "employee_number"
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Correction: my employee number is 4471, not 4417.", {"4417"}),
+        ("Use A-2 instead of A-1.", {"a-1"}),
+        ("Actually, my plan is Team.", set()),
+        ("Use 4471 for tickets from now on.", set()),
+        ("My plan is Team now, no longer Pro.", {"pro"}),
+    ],
+)
+def test_correction_and_the_values_it_names(text, names):
+    found = patterns.correction(text)
+    assert found is not None and names <= found.names
+    for name in names:
+        assert found.names_value(name.upper()) or found.names_value(name)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Standing rule: any ticket you open goes under my employee number 4417.",
+        "My employee number is 4417.",
+        "I prefer short answers.",
+    ],
+)
+def test_plain_statements_are_not_corrections(text):
+    assert patterns.correction(text) is None

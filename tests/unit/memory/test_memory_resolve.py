@@ -64,6 +64,65 @@ def test_same_time_different_values_is_a_conflict():
     assert all(m.superseded_by is None for m in out)
 
 
+def test_untimed_session_turn_order_supersedes_not_conflicts():
+    # No timestamps: every statement of the session has the run's time.
+    now = at(days=5)
+    old = memory("my employee number 4417", slot="employee_number", value="4417",
+                 turn=2, when=now)  # fmt: skip
+    new = memory("my employee number changed to 4471", slot="employee_number",
+                 value="4471", turn=30, when=now)  # fmt: skip
+    out = _by_text(resolve([new, old]))
+    assert out[old.text].superseded_by == new.memory_id
+    assert out[old.text].valid_to == now  # held for no known time
+    assert out[new.text].superseded_by is None
+    assert {m.conflict_with for m in out.values()} == {None}
+
+
+def test_same_time_in_different_sessions_is_a_conflict():
+    a = memory("my account is A-1", slot="account", value="A-1", turn=9,
+               when=at(5), session="ses_a")  # fmt: skip
+    b = memory("my account is A-2", slot="account", value="A-2", turn=2,
+               when=at(5), session="ses_b")  # fmt: skip
+    out = resolve([a, b])
+    assert {m.conflict_with for m in out} == {a.memory_id, b.memory_id}
+    assert all(m.superseded_by is None for m in out)
+
+
+def test_explicit_correction_supersedes_the_value_it_names():
+    a = memory("my account is A-1", slot="account", value="A-1", turn=9,
+               when=at(5), session="ses_a")  # fmt: skip
+    fix = memory("my account is A-2, not A-1", slot="account", value="A-2",
+                 turn=2, when=at(5), session="ses_b")  # fmt: skip
+    out = _by_text(resolve([fix, a]))
+    assert out[a.text].superseded_by == fix.memory_id
+    assert out[fix.text].superseded_by is None
+    assert {m.conflict_with for m in out.values()} == {None}
+    # a correction naming another value decides nothing about A-1
+    other = memory("my account is A-2, not A-3", slot="account", value="A-2",
+                   turn=2, when=at(5), session="ses_b")  # fmt: skip
+    assert {m.conflict_with for m in resolve([a, other])} == {
+        a.memory_id, other.memory_id
+    }  # fmt: skip
+
+
+def test_correction_naming_nothing_beats_a_plain_statement_in_one_message():
+    plain = memory("my plan is Pro", slot="plan", value="Pro", turn=3)
+    fix = memory("Actually, my plan is Team", slot="plan", value="Team", turn=3)
+    out = _by_text(resolve([plain, fix]))
+    assert out[plain.text].superseded_by == fix.memory_id
+    assert out[fix.text].superseded_by is None and out[fix.text].conflict_with is None
+
+
+def test_a_newer_statement_beats_an_older_correction():
+    fix = memory("my plan is Team, not Pro", slot="plan", value="Team", turn=3,
+                 when=at(1), session="ses_a")  # fmt: skip
+    later = memory("my plan is Pro", slot="plan", value="Pro", turn=1,
+                   when=at(days=1), session="ses_b")  # fmt: skip
+    out = _by_text(resolve([fix, later]))
+    assert out[fix.text].superseded_by == later.memory_id
+    assert out[later.text].superseded_by is None
+
+
 def test_memories_without_slot_are_never_superseded():
     a = memory("Do not restart workers.", slot=None, turn=1)
     b = memory("Keep the status page updated.", slot=None, turn=2)
@@ -82,21 +141,25 @@ def test_stated_validity_is_kept_and_restored():
     assert alone.valid_to == end and alone.superseded_by is None
 
 
+_TEXTS = ("statement {i} {v}", "correction {i}: it is {v}", "{i}: {v}, not {o}")
 _MEMS = st.lists(
     st.builds(
-        lambda i, src, slot, value, day: memory(
-            f"statement {i} {value}",
+        lambda i, src, slot, value, day, session, text: memory(
+            text.format(i=i, v=value, o="2" if value == "1" else "1"),
             source=src,
             slot=slot,
             value=value,
             turn=i,
             when=at(days=day),
+            session=session,
         ),
         st.integers(0, 30),
         st.sampled_from(["user_stated", "system_record", "model_inferred"]),
         st.sampled_from(["a", "b", None]),
         st.sampled_from(["1", "2"]),
         st.integers(0, 3),
+        st.sampled_from(["ses_1", "ses_2"]),
+        st.sampled_from(_TEXTS),
     ),
     max_size=8,
     unique_by=lambda m: m.memory_id,

@@ -92,3 +92,58 @@ def test_key_file_given_explicitly(monkeypatch, tmp_path) -> None:
     path.write_bytes(b"\x01\x02")
     with pytest.raises(PseudonymKeyError):
         load_key(path)
+
+
+def test_short_keys_refused_unless_weak_keys_allowed(monkeypatch, caplog) -> None:
+    monkeypatch.delenv(keys.ALLOW_WEAK_ENV, raising=False)
+    monkeypatch.setenv(ENV_VAR, "00112233445566778899aabbccddeeff")  # 16 bytes
+    with pytest.raises(PseudonymKeyError, match="under 32.*--allow-weak-key"):
+        load_key()
+    monkeypatch.setenv(ENV_VAR, "a passphrase of 24 bytes")
+    with pytest.raises(PseudonymKeyError, match="24 bytes"):
+        load_key()
+    strong = "00112233445566778899aabbccddeeff" * 2
+    monkeypatch.setenv(ENV_VAR, strong)
+    assert load_key() == bytes.fromhex(strong)
+    monkeypatch.setenv(ENV_VAR, "00112233445566778899aabbccddeeff")
+    keys._warned.clear()
+    with caplog.at_level(logging.WARNING, logger="pipelines.redact.keys"):
+        assert len(load_key(allow_weak=True)) == 16
+    assert "weak pseudonym key accepted" in caplog.text
+    assert "00112233" not in caplog.text  # never the key itself
+    monkeypatch.setenv(keys.ALLOW_WEAK_ENV, "1")  # what --allow-weak-key sets
+    assert len(load_key()) == 16
+    monkeypatch.setenv(ENV_VAR, "too-short")  # under 16 bytes: never
+    with pytest.raises(PseudonymKeyError):
+        load_key()
+
+
+def test_readable_key_file_refused_unless_weak_keys_allowed(monkeypatch, tmp_path):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv(keys.ALLOW_WEAK_ENV, raising=False)
+    path = tmp_path / "k.key"
+    path.write_bytes(bytes(range(32)))
+    for mode in (0o644, 0o640, 0o604, 0o660):
+        os.chmod(path, mode)
+        with pytest.raises(PseudonymKeyError, match="chmod 600"):
+            load_key(path)
+        assert load_key(path, allow_weak=True) == bytes(range(32))
+    for mode in (0o600, 0o400):
+        os.chmod(path, mode)
+        assert load_key(path) == bytes(range(32))
+    os.chmod(path, 0o600)
+    path.write_bytes(bytes(range(20)))
+    with pytest.raises(PseudonymKeyError, match="20 bytes"):
+        load_key(path)
+
+
+def test_cli_allow_weak_key_option_reaches_the_key_loader(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from jobs.cli import app
+
+    monkeypatch.delenv(keys.ALLOW_WEAK_ENV, raising=False)
+    CliRunner().invoke(app, ["runs", "-w", str(tmp_path / "none")])
+    assert not keys.weak_keys_allowed()
+    CliRunner().invoke(app, ["--allow-weak-key", "runs", "-w", str(tmp_path / "x")])
+    assert keys.weak_keys_allowed()

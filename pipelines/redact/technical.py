@@ -1,0 +1,393 @@
+"""Precision filter for technical text: NER names that are headings, code or terms.
+
+The small spaCy model reads any capitalised word as a name. In runbooks, docs and
+tool outputs that turns headings, role titles, types and products into
+placeholders (``## Rate limits`` -> ``## <PERSON:...> limits``, ``Steps for
+Customer Liaison`` -> ``<PERSON:...>``), and evidence that cannot be read is
+worthless. ``drop_technical`` removes such PERSON/LOCATION candidates. It only
+judges *NER* candidates (recognizer ``ner:*``): the cue rules (titles, "my name
+is", "said X", JSON keys, addresses) carry their own evidence and always stay.
+
+A candidate is dropped when the context says capitalisation carries no name
+evidence, and no token of it is a known given name (``lexicon.FIRST_NAMES``) or
+shares a token with a well-evidenced name elsewhere in the same text:
+
+* **code**: inside backticks or a fenced code block, or an identifier (snake_case,
+  camelCase, CamelCase type, dotted path, ``Name(``/``Name[``), or a bare word on
+  a code line (numbered listing, code punctuation) outside a string literal;
+* **heading**: a Markdown heading, a front-matter ``title:``, an admonition title,
+  a table header row, or a run of three or more capitalised ordinary words
+  ("Subject Matter Expert", "Container Network Interface");
+* **not a place**: a one-word LOCATION that is a common English word and not in
+  the GeoNames gazetteer (``gazetteer``, when installed): "in Slack";
+* **ordinary words** (PERSON only: place names are frequent words too): every
+  token is an ALL-CAPS acronym (``IC``, ``MIT``) or a common English word
+  (``wordfreq`` Zipf frequency >= ``COMMON_ZIPF``), the first is no given name
+  in the name bank (``namebank``, so "Bob is..." and "Sherlock Holmes" stay), and
+  the span is a phrase ("Customer Liaison", "Dark Mode"), sentence-initial ("Keys
+  are revoked", "Etiquette dictates") or lower case;
+* **technology name**: the word also occurs lower case inside an identifier, path
+  or URL of the same text (``Prometheus`` beside ``kube-prometheus``, ``Clang``
+  beside ``libclang``), which people's names practically never do.
+
+Pure functions over the text and the candidates; the word frequencies
+(``lexicon.zipf_en``), the name bank and the gazetteer load on the first
+candidate that needs them, and each rule degrades to "keep" without them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from pipelines.redact.lexicon import FIRST_NAMES, zipf_en
+from pipelines.redact.spans import Detection
+
+#: Recognizers whose candidates are judged (no context cue of their own).
+_JUDGED_PREFIXES = ("ner:", "names:bank", "names:given", "places:gazetteer")
+#: Entity types this filter judges.
+NAME_TYPES = frozenset({"PERSON", "LOCATION"})
+#: wordfreq Zipf value from which a word is "common English" (3 = once per
+#: million words: "etiquette" 3.4, "liaison" 3.6, "customer" 4.6).
+COMMON_ZIPF = 3.0
+#: Small words allowed inside title-case phrases ("Steps for Customer Liaison").
+_CONNECTORS = frozenset(
+    "a an and at by de del der for in of on or the to van von with".split()
+)
+_TOKEN_RE = re.compile(r"[^\W\d_][\w'’\-]*")
+_HEADING_RE = re.compile(
+    r"^(?:\s{0,3}#{1,6}\s|\s*(?:title|linkTitle|description)\s*:|\s*[!?]{3}\+?\s*\w+)",
+    re.I,
+)
+_TABLE_SEP_RE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_NUMBERED_LINE_RE = re.compile(r"^\s*\d+(?:\t|[|:]\s)")
+_CODE_PUNCT_RE = re.compile(
+    r"[{}]|;\s*$|=>|==|!=|->|::|\)\s*:\s*$"
+    r"|^\s*(?:def|class|import|fn|let|const|var|return)\b"
+)
+_COLUMN_GAP_RE = re.compile(r"\S {2,}(?=\S)")
+_IDENT_BEFORE = frozenset("._$@/\\")
+_SENTENCE_END = frozenset(".!?:;")
+_LIST_MARKER_RE = re.compile(r"(?:^|\n)[ \t]*(?:[*+>\-]|\d+[.)])?[ \t]*[\"'(\[]?$")
+#: Head nouns that make the capitalised word before them a product or tool
+#: ("Grafana dashboard", "Slack channel", "Loki query", "Kubernetes cluster"):
+#: one sense per text, so every occurrence of that word is a product there.
+_TECH_HEAD = (
+    r"(?:'s)?[ \t]+(?i:dashboards?|query|queries|clusters?|graphs?|library|"
+    r"libraries|api|apis|servers?|channels?|rooms?|bots?|instances?|plugins?|"
+    r"packages?|modules?|sdk|cli|integrations?|workspaces?|alerts?|metrics?|"
+    r"logs?|console|ui|app|apps|operator|pods?|nodes?|namespaces?|containers?|"
+    r"images?|repository|repo|docs|documentation|account|tokens?|webhooks?|"
+    r"search|database|service|stack|version|release|config|configuration)\b"
+)
+#: Someone addressed by name: "Bob, please investigate", "Anne, can you".
+_VOCATIVE_AFTER_RE = re.compile(
+    r",[ \t]+(?i:please|can|could|would|will|i|you|do|did|are|have|thanks|"
+    r"thank|we|let's|go|take)\b"
+)
+_POSSESSIVE_RE = re.compile(r"['’]s?$")
+_NAME_PREFIX_RE = re.compile(r"^(?:Mc|Mac|O'|O’|De|Di|Da|La|Le|Van|Von)[A-Z]")
+
+
+@lru_cache(maxsize=65536)
+def is_common_word(word: str) -> bool:
+    """Whether ``word`` (any case) is an ordinary English word, not a given name."""
+    low = _POSSESSIVE_RE.sub("", word.lower())
+    return low not in FIRST_NAMES and zipf_en(low) >= COMMON_ZIPF
+
+
+def _is_acronym(word: str) -> bool:
+    letters = [c for c in word if c.isalpha()]
+    return len(letters) >= 2 and all(c.isupper() for c in letters)
+
+
+def is_identifier(word: str) -> bool:
+    """snake_case, camelCase / CamelCase types, dotted paths; not McDonald."""
+    if "_" in word or "." in word.strip("."):
+        return True
+    if "-" in word or "'" in word or "’" in word:  # ex-Zombie, O'Neil: per piece
+        return any(is_identifier(p) for p in re.split(r"[-'’]", word) if p)
+    inner = word[1:]
+    if any(c.isupper() for c in inner) and any(c.islower() for c in word):
+        return not _NAME_PREFIX_RE.match(word) or sum(c.isupper() for c in inner) > 1
+    return False
+
+
+class _Context:
+    """Per-text facts the rules share, built lazily once per text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._line_starts: list[int] | None = None
+        self._fences: list[int] | None = None
+
+    def line_bounds(self, pos: int) -> tuple[int, int]:
+        if self._line_starts is None:
+            self._line_starts = [0] + [m.end() for m in re.finditer(r"\n", self.text)]
+        i = bisect.bisect_right(self._line_starts, pos) - 1
+        start = self._line_starts[i]
+        end = self.text.find("\n", start)
+        return start, len(self.text) if end < 0 else end
+
+    def in_fence(self, pos: int) -> bool:
+        if self._fences is None:
+            self._fences = [
+                m.start() for m in re.finditer(r"^\s*(?:```|~~~)", self.text, re.M)
+            ]
+        return bisect.bisect_right(self._fences, pos) % 2 == 1
+
+    def next_line(self, line_end: int) -> str:
+        if line_end >= len(self.text):
+            return ""
+        end = self.text.find("\n", line_end + 1)
+        return self.text[line_end + 1 : len(self.text) if end < 0 else end]
+
+
+def _in_backticks(line: str, offset: int) -> bool:
+    return line.count("`", 0, offset) % 2 == 1
+
+
+def _in_string_literal(line: str, offset: int) -> bool:
+    before = line[:offset]
+    return before.count('"') % 2 == 1 or before.count("'") % 2 == 1
+
+
+def _code_context(ctx: _Context, det: Detection, words: list[str]) -> bool:
+    text = ctx.text
+    if any(is_identifier(w) for w in words):
+        return True
+    before = text[det.start - 1] if det.start else ""
+    after = text[det.end : det.end + 2]
+    if (
+        before in _IDENT_BEFORE
+        or after[:1] in ("(", "[", "_", "<")
+        or (after[:1] == "." and after[1:2].isalnum())
+    ):
+        return True
+    if ctx.in_fence(det.start):
+        return True
+    line_start, line_end = ctx.line_bounds(det.start)
+    line = text[line_start:line_end]
+    offset = det.start - line_start
+    if _in_backticks(line, offset):
+        return True
+    code_line = _NUMBERED_LINE_RE.match(line) or _CODE_PUNCT_RE.search(line)
+    return bool(code_line) and not _in_string_literal(line, offset)
+
+
+def _heading_context(ctx: _Context, det: Detection) -> bool:
+    line_start, line_end = ctx.line_bounds(det.start)
+    line = ctx.text[line_start:line_end]
+    if _HEADING_RE.match(line):
+        return True
+    if line.count("|") >= 2 and _TABLE_SEP_RE.match(ctx.next_line(line_end)):
+        return True
+    if len(_COLUMN_GAP_RE.findall(line)) >= 3:  # aligned columns: a header row
+        return True
+    return _title_case_run(ctx.text, det, line_start, line_end)
+
+
+def _title_case_run(text: str, det: Detection, line_start: int, line_end: int) -> bool:
+    """The span sits in 3+ capitalised words, mostly ordinary ones: a term/title."""
+    run: list[str] = []
+    found = False
+    last_end = -1
+    for m in _TOKEN_RE.finditer(text, line_start, line_end):
+        word = m.group(0)
+        if run and text[last_end : m.start()].strip(" \t"):  # punctuation: new run
+            if found:
+                break
+            run = []
+        last_end = m.end()
+        if word[0].isupper():
+            run.append(word)
+            if m.start() < det.end and det.start < m.end():
+                found = True
+            continue
+        if word.lower() in _CONNECTORS and run:
+            continue
+        if found:
+            break
+        run = []
+    if not found or len(run) < 3:
+        return False
+    return all(
+        _is_acronym(w)
+        or is_common_word(w)
+        and not _given_name(w)
+        and not (_places_known() and _is_place(w))
+        for w in run
+    )  # "New Orleans Square", "Lil Sly": a place or a name is in the run
+
+
+def _sentence_initial(text: str, start: int) -> bool:
+    head = text[max(0, start - 12) : start]
+    stripped = head.rstrip(" \t\"'(“[*_")
+    if not stripped:
+        return start < 12 or head == text[:start]
+    if stripped[-1] in _SENTENCE_END:
+        return True
+    return bool(_LIST_MARKER_RE.search(head))
+
+
+def _ordinary_words(text: str, det: Detection, words: list[str]) -> bool:
+    if det.entity_type != "PERSON":  # place names are frequent words too, so:
+        if all(_is_acronym(w) and len(w) >= 3 and is_common_word(w) for w in words):
+            return True  # shouted stop words ("THE")
+        return (  # a one-word "place" that is an English word and no known place
+            len(words) == 1
+            and is_common_word(words[0])
+            and not _given_name(words[0])  # NER calls "Nick", "Percy" GPE too
+            and _places_known()
+            and not _is_place(words[0])
+        )
+    content = [w for w in words if w.lower() not in _CONNECTORS]
+    if not content:
+        return True
+    if not all(_is_acronym(w) or is_common_word(w) for w in content):
+        return False
+    if all(_is_acronym(w) for w in content):
+        return not _relabelled(det)
+    if not _is_acronym(content[0]) and _given_name(content[0]):
+        return False  # "Bob is...", "Sherlock Holmes", "dana"
+    if len(content) > 1 or not content[0][0].isupper():
+        return True
+    return _sentence_initial(text, det.start)
+
+
+def _given_name(word: str) -> bool:
+    """A given name somewhere (name bank when installed, else the lexicon)."""
+    if word.lower() in FIRST_NAMES:
+        return True
+    bank = _bank()
+    return bank is not None and bank.in_first(word)
+
+
+@lru_cache(maxsize=1)
+def _places_known() -> bool:
+    """Whether the GeoNames gazetteer is available (else never judge by it)."""
+    try:
+        from pipelines.redact.gazetteer import load_places  # noqa: PLC0415
+    except ImportError:
+        return False
+    return bool(load_places())
+
+
+def _is_place(word: str) -> bool:
+    from pipelines.redact.gazetteer import is_place  # noqa: PLC0415
+
+    return is_place(word)
+
+
+@lru_cache(maxsize=1)
+def _bank():  # noqa: ANN202 - a NameBank or None
+    try:
+        from pipelines.redact.namebank import load_bank  # noqa: PLC0415
+    except ImportError:
+        return None
+    return load_bank() or None
+
+
+def _technology_name(text: str, words: list[str]) -> bool:
+    """A word of the span is a product/tool name in this text (see module doc)."""
+    others = {w.lower() for w in words}
+    return any(_technology_word(text, w, others - {w.lower()}) for w in words)
+
+
+def _technology_word(text: str, word: str, others: set[str]) -> bool:
+    if len(word) < 4:
+        return False
+    if re.search(re.escape(word) + _TECH_HEAD, text):  # "Grafana dashboard"
+        return True
+    low = word.lower()
+    for m in re.finditer(re.escape(low), text):  # "kube-prometheus", "libclang"
+        s, e = m.start(), m.end()
+        while s > 0 and not text[s - 1].isspace() and text[s - 1] not in "\"'`(<[":
+            s -= 1
+        while e < len(text) and not text[e].isspace() and text[e] not in "\"'`)>],":
+            e += 1
+        token = text[s:e]
+        if "@" in token or token == low:  # e-mail local parts are people's
+            continue
+        if any(o in token.lower() for o in others):  # a slug of the name itself
+            continue
+        if m.end() < len(text) and text[m.end()].isalpha():  # "gene" in "general"
+            continue
+        if any(c in token for c in "-_./:") or any(c.isdigit() for c in token):
+            return True
+    return False
+
+
+def _evidenced_tokens(text: str, dets: Iterable[Detection]) -> frozenset[str]:
+    """Tokens of names with evidence of their own (cue rules, given names)."""
+    out: set[str] = set()
+    for det in dets:
+        if det.entity_type != "PERSON":
+            continue
+        words = _TOKEN_RE.findall(text[det.start : det.end])
+        if not is_judged(det) or any(w.lower() in FIRST_NAMES for w in words):
+            out.update(words)
+    return frozenset(out)
+
+
+def is_technical(text: str, det: Detection, ctx: _Context | None = None) -> str | None:
+    """Why ``det`` is not a name (``code``, ``heading``, ``ordinary``, ``tech``)."""
+    words = _TOKEN_RE.findall(text[det.start : det.end])
+    if not words or any(w.lower() in FIRST_NAMES for w in words):
+        return None
+    ctx = ctx or _Context(text)
+    if _code_context(ctx, det, words):
+        return "code"
+    if _heading_context(ctx, det):
+        return "heading"
+    if _ordinary_words(text, det, words):
+        return "ordinary"
+    if _technology_name(text, words):
+        return "tech"
+    return None
+
+
+def is_judged(det: Detection) -> bool:
+    """Whether the filter may drop ``det``: a PERSON/LOCATION without a cue.
+
+    NER, name-bank look-ups and their repeats are judged; context cues
+    (``names:title``, ``names:phrase``, ``places:*``, ``json_key:*``...) are not.
+    """
+    if det.entity_type not in NAME_TYPES:
+        return False
+    recognizer = det.recognizer.removeprefix("repeat:")
+    return recognizer.startswith(_JUDGED_PREFIXES)
+
+
+def _relabelled(det: Detection) -> bool:
+    """An NER ORG that a cue turned into a name or place ("DMX", "in CHISHOLM")."""
+    return "->" in det.recognizer
+
+
+def drop_technical(text: str, dets: Sequence[Detection]) -> list[Detection]:
+    """``dets`` without the PERSON/LOCATION candidates that are no names here."""
+    judged = [d for d in dets if is_judged(d)]
+    if not judged:
+        return list(dets)
+    ctx = _Context(text)
+    evidenced = _evidenced_tokens(text, dets)
+    drop = set()
+    for det in judged:
+        words = _TOKEN_RE.findall(text[det.start : det.end])
+        if evidenced.intersection(words) or _VOCATIVE_AFTER_RE.match(text, det.end):
+            continue
+        if is_technical(text, det, ctx) is not None:
+            drop.add(det)
+    if drop:  # one sense per text: repeats of a dropped value (or word) go too
+        values = {text[d.start : d.end] for d in drop}
+        words = {w for v in values for w in _TOKEN_RE.findall(v)}
+        drop.update(
+            d
+            for d in judged
+            if text[d.start : d.end] in values
+            or d.recognizer.startswith("repeat:")
+            and set(_TOKEN_RE.findall(text[d.start : d.end])) <= words
+        )
+    return [d for d in dets if d not in drop]
