@@ -7,7 +7,10 @@
    version histories (../shared/corpora, or CORPORA=path): the first ingest, an
    unchanged re-ingest (0 chunks embedded), and one new version (only its changed
    chunks embedded); baseline: re-embedding every chunk of the history.
-3. Hybrid search (BM25 + cosine, RRF, scope first) p50/p99 top-10 at 100k chunks,
+3. ``pack`` over the ingested corpora (after 2): share of a 2,000-token budget
+   used and warm p50/p99 latency for ten real questions (``--pack-warehouse W``
+   runs only this part over an existing warehouse).
+4. Hybrid search (BM25 + cosine, RRF, scope first) p50/p99 top-10 at 100k chunks,
    and at 1M chunks with ``--million``: synthetic chunks built from the corpus
    (texts: shuffled corpus sentences; vectors: real chunk vectors plus noise, so
    they cluster like real embeddings). Two layouts: one tenant owning everything
@@ -206,6 +209,72 @@ def bench_skip_unchanged() -> None:
             f"is Beam start-up, model and redactor loading, the other stages and "
             f"the commit)"
         )
+        bench_pack(wh_path)
+
+
+# ------------------------------------------------------------------------ pack
+PACK_QUERIES = (
+    "what does the incident commander do during a major incident",
+    "how do I hand off on-call at the end of my shift",
+    "what severity is an outage affecting all customers",
+    "how do we write a postmortem and who owns it",
+    "what to do when a security incident is suspected",
+    "kubelet has too many pods and new pods are pending",
+    "how to silence the InfoInhibitor alert",
+    "prometheus target is down what should I check",
+    "who should be notified when customers are impacted",
+    "what are the responsibilities of the scribe",
+)
+
+
+def bench_pack(wh_path: Path, budget: int = 2000, rounds: int = 5) -> None:
+    """``pack`` over the ingested corpora: budget use and warm latency.
+
+    Warm = the index is built and the model loaded (first call per process);
+    each later call embeds its query and scores its candidates. Target (issue
+    13): p50 < 50 ms warm, >= 80% of a 2,000-token budget used when enough
+    relevant in-scope text exists."""
+    from schemas.evidence import PackRequest
+    from warehouse import Warehouse
+
+    print(f"\n## pack ({len(PACK_QUERIES)} queries, budget {budget} tokens)")
+    with Warehouse.open(wh_path) as wh:
+        tenant = wh.query("SELECT min(tenant_id) FROM evidence_chunks").fetchone()[0]
+
+        def request(query):
+            return PackRequest(
+                tenant_id=tenant, principal_groups=["*"], query=query,
+                window_tokens=budget, include_memories=False,
+            )  # fmt: skip
+
+        start = time.perf_counter()
+        first = wh.pack(request(PACK_QUERIES[0]))
+        cold = time.perf_counter() - start
+        fills, reasons, items, joined = [], {}, 0, 0
+        times = []
+        for r in range(rounds):
+            for query in PACK_QUERIES:
+                start = time.perf_counter()
+                manifest = wh.pack(request(query))
+                times.append(time.perf_counter() - start)
+                if r == 0:
+                    fills.append(manifest.used_tokens / budget)
+                    items += len(manifest.selected)
+                    joined += sum(len(i.chunk_ids) > 1 for i in manifest.selected)
+                    for d in manifest.dropped:
+                        reasons[d.reason] = reasons.get(d.reason, 0) + 1
+        del first
+    print(f"first call (index build + model load): {cold * 1000:.0f} ms")
+    print(
+        f"warm: p50 {percentile(times, 50) * 1000:.1f} ms, "
+        f"p99 {percentile(times, 99) * 1000:.1f} ms over {len(times)} calls "
+        f"(target p50 < 50 ms; before: 900-4,800 ms per call)"
+    )
+    print(
+        f"budget used: median {statistics.median(fills):.0%}, min {min(fills):.0%} "
+        f"(target >= 80%; before: 108 of 2,000 tokens); {items} items, {joined} "
+        f"of them neighbouring chunks joined; dropped: {dict(sorted(reasons.items()))}"
+    )
 
 
 # ---------------------------------------------------------------------- search
@@ -409,7 +478,15 @@ def main() -> None:
     parser.add_argument(
         "--skip-embedding", action="store_true", help="skip the throughput part"
     )
+    parser.add_argument(
+        "--pack-warehouse",
+        type=Path,
+        help="only the pack part, over this already ingested warehouse",
+    )
     args = parser.parse_args()
+    if args.pack_warehouse:
+        bench_pack(args.pack_warehouse)
+        return
     print(f"# bench_evidence (machine: {os.cpu_count()} cores; numbers vary with load)")
     if not args.skip_embedding:
         bench_embedding()

@@ -96,11 +96,15 @@ class SummarySections(_Part):
     """The fixed sections every anchored summary fills (empty ones say so)."""
 
     goal: list[SectionItem] = Field(default_factory=list)
+    #: Assistant conclusions ("the script raised AttributeError ...").
+    findings: list[SectionItem] = Field(default_factory=list)
     decisions: list[SectionItem] = Field(default_factory=list)
     rejected_options: list[SectionItem] = Field(default_factory=list)
     open_questions: list[SectionItem] = Field(default_factory=list)
     pending_approvals: list[SectionItem] = Field(default_factory=list)
     changed_artifacts: list[ChangedArtifact] = Field(default_factory=list)
+    #: Resources the session's tools read (from the artifact trail), latest last.
+    sources_read: list[SectionItem] = Field(default_factory=list)
     test_status: list[SectionItem] = Field(default_factory=list)
     next_steps: list[SectionItem] = Field(default_factory=list)
     pinned_user_statements: list[SectionItem] = Field(default_factory=list)

@@ -32,9 +32,27 @@ from schemas.base import Record, content_hash
 MemorySource = Literal["user_stated", "system_record", "model_inferred", "unknown"]
 MemoryKind = Literal["rule", "preference", "identity", "fact", "account_state"]
 ConsentEvent = Literal["grant", "withdraw"]
+ReadmissionState = Literal["pending", "readmitted", "closed"]
 
 #: Sources a memory can be served from at all (``unknown`` never is).
 KNOWN_SOURCES: tuple[str, ...] = ("user_stated", "system_record", "model_inferred")
+UNKNOWN_SOURCE = "unknown"
+
+
+def source_kind(stated: object, default: MemorySource) -> MemorySource:
+    """The source an input states, as stored: ``default`` when it states none,
+    the stated kind when it is one of ``KNOWN_SOURCES``, else ``unknown``.
+
+    An unrecognised source (``"unknown"``, a typo, another system's label) is
+    not a reason to drop the record: it is stored as ``unknown`` and never
+    served (the query layer serves only the policy's fact and hypothesis
+    sources). The stated value itself is not kept: it may be any text.
+    """
+    if stated is None:
+        return default
+    if isinstance(stated, str) and stated in KNOWN_SOURCES:
+        return stated  # type: ignore[return-value]
+    return UNKNOWN_SOURCE
 
 
 class _Part(BaseModel):
@@ -129,6 +147,17 @@ class MemoryRejection(Record):
     recorded_at: datetime
     policy_version: str
     run_id: str = ""
+    # -- re-admission pointer (text-free): a ``no_basis`` rejection of a
+    # transcript span is ``pending`` until a later grant for the tenant, subject
+    # and purpose re-admits it (``readmitted``) or it can no longer be
+    # (``closed``, with ``readmission_reason``); None: not re-admittable.
+    extractor_version: str = ""
+    confidence: float | None = None
+    valid_from: datetime | None = None
+    readmission: ReadmissionState | None = None
+    readmission_reason: str | None = None
+    readmitted_at: datetime | None = None
+    readmission_run_id: str | None = None
 
 
 class ConsentRecord(Record):
@@ -136,7 +165,9 @@ class ConsentRecord(Record):
 
     ``purpose`` ``"*"`` on a withdrawal withdraws every purpose; ``basis`` None on
     a withdrawal withdraws every basis of the purpose. A grant may end by itself at
-    ``expires_at`` (e.g. a contract's end).
+    ``expires_at`` (e.g. a contract's end). ``source``: what the input stated
+    (None: nothing); a grant of ``unknown`` source is stored but is no basis
+    (it admits and serves nothing), a withdrawal counts whatever its source.
     """
 
     table: ClassVar[str | None] = "consent"
@@ -152,6 +183,12 @@ class ConsentRecord(Record):
     expires_at: datetime | None = None
     source_ref: str = ""
     run_id: str = ""
+    source: MemorySource | None = None
+
+    @property
+    def is_basis(self) -> bool:
+        """A grant that can be a legal basis (not one of unknown source)."""
+        return self.event == "grant" and self.source != UNKNOWN_SOURCE
 
     @staticmethod
     def id_for(
@@ -162,8 +199,11 @@ class ConsentRecord(Record):
         event: str,
         effective_at: datetime,
         expires_at: datetime | None,
+        source: str | None = None,
     ) -> str:
-        """Content hash of the event's fields (re-reading a file adds nothing)."""
+        """Content hash of the event's fields (re-reading a file adds nothing);
+        ``source`` is hashed only when stated, so older ids stay the same."""
+        stated = () if source is None else (source,)
         return content_hash(
             tenant_id,
             subject_id,
@@ -172,6 +212,7 @@ class ConsentRecord(Record):
             event,
             effective_at,
             expires_at,
+            *stated,
             prefix="cns_",
         )
 
@@ -288,6 +329,9 @@ class SystemField(_Part):
     label: str = Field(min_length=1)
     purpose: str | None = None
     kind: MemoryKind = "account_state"
+    #: Also read the key from the arguments of a tool call whose result came
+    #: back without error (an API that accepted ``username: foo`` confirms it).
+    arguments: bool = False
 
 
 class MemorySettings(_Part):
@@ -340,7 +384,7 @@ class MemorySettings(_Part):
             if basis not in LEGAL_BASES:
                 raise ValueError(f"memory.bases: unknown legal basis {basis!r}")
         for source, kinds in self.retention.items():
-            if source not in KNOWN_SOURCES:
+            if source not in (*KNOWN_SOURCES, UNKNOWN_SOURCE):
                 raise ValueError(f"memory.retention: unknown source {source!r}")
             for kind, days in kinds.items():
                 if kind != "*" and kind not in MEMORY_KINDS:
@@ -359,8 +403,21 @@ class MemorySettings(_Part):
         return tuple(p.name for p in self.purposes)
 
     def retention_days(self, source: str, kind: str) -> int | None:
-        """Days to keep a memory of ``source`` and ``kind``; None: no rule."""
+        """Days to keep a memory of ``source`` and ``kind``; None: no rule.
+
+        A memory of ``unknown`` source (stored, never served) uses
+        ``retention.unknown`` when the policy gives it, else the shortest
+        retention any known source has for the kind: it is never kept longer
+        than a memory we could serve.
+        """
         kinds = self.retention.get(source, {})
         if kind in kinds:
             return kinds[kind]
-        return kinds.get("*")
+        if "*" in kinds or source != UNKNOWN_SOURCE:
+            return kinds.get("*")
+        known = [
+            days
+            for days in (self.retention_days(s, kind) for s in KNOWN_SOURCES)
+            if days is not None
+        ]
+        return min(known) if known else None

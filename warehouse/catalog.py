@@ -126,6 +126,29 @@ class CommitResult:
     inserted: dict[str, int]
 
 
+def _missing_struct_fields(
+    wanted: pa.DataType, stored: pa.DataType, path: str
+) -> list[str]:
+    """Dotted paths (``sections.findings``) of struct fields a model has gained
+    since the lake's column was created. Without adding them, an insert of the
+    new rows would silently drop those fields (DuckDB casts by field name)."""
+    if not (pa.types.is_struct(wanted) and pa.types.is_struct(stored)):
+        return []
+    have = {
+        stored.field(i).name: stored.field(i).type for i in range(stored.num_fields)
+    }
+    missing: list[str] = []
+    for i in range(wanted.num_fields):
+        sub = wanted.field(i)
+        if sub.name not in have:
+            missing.append(f"{path}.{sub.name}")
+        else:
+            missing += _missing_struct_fields(
+                sub.type, have[sub.name], f"{path}.{sub.name}"
+            )
+    return missing
+
+
 def _quote(path: str | Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
@@ -308,10 +331,20 @@ class Warehouse:
                 if name not in existing:
                     creates.append((name, schema.empty_table()))
                     continue
+                stored = None
                 for field in schema:
+                    empty = pa.schema([field]).empty_table()
                     if field.name not in columns.get(name, set()):
-                        empty = pa.schema([field]).empty_table()
                         additions.append((name, field.name, empty))
+                        continue
+                    if not pa.types.is_struct(field.type):
+                        continue
+                    if stored is None:
+                        stored = con.execute(f"SELECT * FROM {name} LIMIT 0").arrow()
+                    for path in _missing_struct_fields(
+                        field.type, stored.schema.field(field.name).type, field.name
+                    ):
+                        additions.append((name, path, empty))
             lock_missing = COMMIT_LOCK_TABLE not in existing
             if not creates and not additions and not lock_missing:
                 return

@@ -71,6 +71,9 @@ if TYPE_CHECKING:
     from warehouse.catalog import Warehouse
     from warehouse.evidence_index import EvidenceIndex
 
+#: The date older runs gave tool outputs whose messages had none
+#: (``pipelines.evidence.documents.EPOCH``): read as unknown.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: What separates neighbouring chunks joined into one item.
 JOIN = "\n\n"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -220,6 +223,11 @@ def _chunk_candidate(
 ) -> Candidate:
     meta = index.row(row)
     section = "/".join(meta["section_path"])
+    effective = _aware(meta["effective_from"])
+    if meta["kind"] == "tool_artifact" and effective == EPOCH:
+        # written before undated outputs took their run's time: the date is
+        # unknown, not 1970 (which would make its freshness 0)
+        effective = None
     return Candidate(
         item_id=meta["chunk_id"],
         kind="evidence" if meta["kind"] == "document" else "tool_artifact",
@@ -231,7 +239,7 @@ def _chunk_candidate(
         token_count=int(meta["token_count"]),
         vector=index.vectors[row],
         authority=_authority(meta, settings),
-        effective_from=meta["effective_from"],
+        effective_from=effective,
         content_key=meta["content_hash"],
         doc_id=meta["doc_id"],
         section_path=list(meta["section_path"]),
@@ -519,6 +527,103 @@ def _superseded(
     return out
 
 
+# ----------------------------------------------------------------- greedy
+class _Greedy:
+    """Each candidate's redundancy against the selected items, kept up to date
+    as items are selected: a selection updates every candidate's highest
+    cosine (one matrix-vector product) and shingle overlap (through an
+    inverted list of shingles), so utilities are one vector expression per
+    step and a pack over hundreds of candidates stays in milliseconds."""
+
+    def __init__(self, candidates: list[Candidate], settings: PackSettings):
+        self.candidates = candidates
+        self.settings = settings
+        n = len(candidates)
+        self.vectors = (
+            np.stack([np.asarray(c.vector, dtype=np.float32) for c in candidates])
+            if n
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        self.base = np.array(
+            [c.relevance * c.authority * c.freshness for c in candidates], dtype=float
+        )
+        self.sizes = np.array([max(1, len(c.shingles)) for c in candidates], float)
+        self.shared = np.zeros(n)
+        self.max_cos = np.full(n, -1.0)
+        self.closest = np.full(n, -1, dtype=np.int64)
+        self.id_rank = np.argsort(np.argsort([c.item_id for c in candidates]))
+        self.postings: dict[int, list[int]] = {}
+        for i, c in enumerate(candidates):
+            for h in c.shingles:
+                self.postings.setdefault(h, []).append(i)
+        self.selected: list[int] = []
+        self.seen: set[int] = set()
+
+    def add(self, i: int) -> None:
+        """Item ``i`` was selected: update every candidate's redundancy."""
+        c = self.candidates[i]
+        for h in c.shingles - self.seen:
+            for j in self.postings.get(h, ()):
+                self.shared[j] += 1
+        self.seen |= c.shingles
+        sims = self.vectors @ np.asarray(c.vector, dtype=np.float32)
+        better = sims > self.max_cos
+        self.max_cos[better] = sims[better]
+        self.closest[better] = i
+        self.selected.append(i)
+
+    def _penalty(self, base, shared, cosine):
+        s = self.settings
+        near = (shared >= s.near_duplicate_overlap) | (
+            cosine >= s.near_duplicate_cosine
+        )
+        if s.redundancy_weight == 0.0:
+            return np.zeros_like(base), np.zeros_like(near)
+        return s.redundancy_weight * base * np.where(near, 1.0, shared), near
+
+    def utilities(self) -> tuple[np.ndarray, np.ndarray]:
+        """Utility (rounded like the manifest) and near-duplicate flag of all."""
+        penalty, near = self._penalty(self.base, self.shared / self.sizes, self.max_cos)
+        return np.round(self.base - penalty, 6), near
+
+    def _scores(self, c: Candidate, penalty: float) -> ContextScores:
+        base = c.relevance * c.authority * c.freshness
+        return ContextScores(
+            relevance=round(c.relevance, 6),
+            authority=round(c.authority, 6),
+            freshness=round(c.freshness, 6),
+            redundancy=round(penalty, 6),
+            utility=round(base - penalty, 6),
+        )
+
+    def scores(self, i: int) -> tuple[ContextScores, bool, str | None]:
+        """Scores of candidate ``i`` now, whether it is a near-duplicate, and
+        the selected item it repeats most (by cosine, else by shingles)."""
+        c = self.candidates[i]
+        shared = self.shared[i] / self.sizes[i]
+        penalty, near = redundancy(self.base[i], shared, self.max_cos[i], self.settings)
+        closest = None
+        if near and self.max_cos[i] >= self.settings.near_duplicate_cosine:
+            closest = self.candidates[int(self.closest[i])].item_id
+        elif near:
+            closest = max(
+                (self.candidates[j] for j in self.selected),
+                key=lambda sel: len(sel.shingles & c.shingles),
+            ).item_id
+        return self._scores(c, penalty), near, closest
+
+    def scores_outside(self, c: Candidate) -> ContextScores:
+        """Scores of an item that was never a candidate (a superseded chunk)."""
+        shared = overlap(c.shingles, self.seen)
+        cosine = -1.0
+        if self.selected:
+            picked = self.vectors[self.selected]
+            cosine = float(np.max(picked @ np.asarray(c.vector, dtype=np.float32)))
+        base = c.relevance * c.authority * c.freshness
+        penalty, _ = redundancy(base, shared, cosine, self.settings)
+        return self._scores(c, penalty)
+
+
 # --------------------------------------------------------------------- pack
 def pack_context(
     wh: Warehouse, request: PackRequest, policy: Policy
@@ -552,13 +657,11 @@ def pack_context(
     if missing:
         raise PackError(f"mandatory items not found in scope: {', '.join(missing)}")
     order = _reading_order(index) if index is not None and index.n else None
+    state = _Greedy(candidates, settings)
     chosen: list[tuple[Candidate, ContextScores, bool]] = []
     dropped: list[DroppedItem] = []
     chosen_rows: dict[int, Candidate] = {}
     chosen_keys: dict[str, str] = {}
-    chosen_shingles: set[int] = set()
-    chosen_ids: list[str] = []
-    chosen_vectors: list[np.ndarray] = []
     used = 0
 
     def cost(c: Candidate) -> int:
@@ -576,96 +679,71 @@ def pack_context(
                 extra += joined - a.token_count - b.token_count
         return c.token_count + extra
 
-    def assess(c: Candidate) -> tuple[ContextScores, bool, str | None]:
-        shared = overlap(c.shingles, chosen_shingles)
-        cosine, closest = -1.0, None
-        if chosen_vectors:
-            sims = np.asarray(chosen_vectors) @ c.vector
-            at_max = int(np.argmax(sims))
-            cosine, closest = float(sims[at_max]), chosen_ids[at_max]
-        base = c.relevance * c.authority * c.freshness
-        penalty, near = redundancy(base, shared, cosine, settings)
-        if near and (closest is None or cosine < settings.near_duplicate_cosine):
-            closest = max(  # the selected item sharing the most shingles
-                chosen,
-                key=lambda sel: len(sel[0].shingles & c.shingles),
-            )[0].item_id
-        return (
-            ContextScores(
-                relevance=round(c.relevance, 6),
-                authority=round(c.authority, 6),
-                freshness=round(c.freshness, 6),
-                redundancy=round(penalty, 6),
-                utility=round(base - penalty, 6),
-            ),
-            near,
-            closest,
-        )
-
-    def select(c: Candidate, scores: ContextScores, mandatory: bool) -> None:
+    def select(i: int, mandatory: bool) -> None:
         nonlocal used
+        c = candidates[i]
         used += cost(c)
-        chosen.append((c, scores, mandatory))
+        chosen.append((c, state.scores(i)[0], mandatory))
         chosen_keys[c.content_key] = c.item_id
-        chosen_shingles.update(c.shingles)
-        chosen_ids.append(c.item_id)
-        chosen_vectors.append(c.vector)
         if c.row is not None:
             chosen_rows[c.row] = c
+        state.add(i)
 
-    def drop(c: Candidate, scores: ContextScores, reason: str, **why: Any) -> None:
+    def drop(i: int, reason: str | None = None) -> None:
+        c = candidates[i]
+        scores, near, closest = state.scores(i)
+        why: dict[str, Any] = {}
+        if reason is None:
+            if c.content_key in chosen_keys:
+                reason, why = "duplicate", {"duplicate_of": chosen_keys[c.content_key]}
+            elif near:
+                reason, why = "near_duplicate", {"duplicate_of": closest}
+            else:
+                reason = "non_positive_utility"
         dropped.append(
-            DroppedItem(item=_item(c, now, scores, False), reason=reason, **why)  # type: ignore[arg-type]
+            DroppedItem(
+                item=_item(c, now, scores, False),
+                reason=reason,  # type: ignore[arg-type]
+                **why,
+            )
         )
 
-    mandatory = [by_id[m] for m in dict.fromkeys(request.mandatory)]
-    need = sum(c.token_count for c in mandatory)
+    positions = {c.item_id: i for i, c in enumerate(candidates)}
+    mandatory = [positions[m] for m in dict.fromkeys(request.mandatory)]
+    need = sum(candidates[i].token_count for i in mandatory)
     if need > budget:
         raise PackError(
             f"mandatory items need {need} tokens but the budget is {budget} "
             f"(window {request.window_tokens} - output {request.max_output_tokens} "
             f"- overhead {request.overhead_tokens})"
         )
-    for c in mandatory:
-        select(c, assess(c)[0], True)
-    forced = {m.item_id for m in mandatory}
-    remaining = []
-    for c in candidates:
-        if c.item_id in forced:
+    for i in mandatory:
+        select(i, True)
+    remaining = np.ones(len(candidates), dtype=bool)
+    remaining[mandatory] = False
+    for i in np.flatnonzero(remaining):
+        if candidates[i].relevance < settings.min_relevance:
+            drop(int(i), "low_relevance")
+            remaining[i] = False
+    while remaining.any():
+        utility, near = state.utilities()
+        rows = np.flatnonzero(remaining)
+        best = int(rows[np.lexsort((state.id_rank[rows], -utility[rows]))[0]])
+        remaining[best] = False
+        c = candidates[best]
+        if c.content_key in chosen_keys or near[best]:
+            drop(best)
             continue
-        if c.relevance < settings.min_relevance:
-            drop(c, assess(c)[0], "low_relevance")
-        else:
-            remaining.append(c)
-    while remaining:
-        scored = [(assess(c), c) for c in remaining]
-        scored.sort(key=lambda sc: (-sc[0][0].utility, sc[1].item_id))
-        (best_scores, near, closest), best = scored[0]
-        remaining.remove(best)
-        if best.content_key in chosen_keys:
-            drop(
-                best,
-                best_scores,
-                "duplicate",
-                duplicate_of=chosen_keys[best.content_key],
-            )
-            continue
-        if near:
-            drop(best, best_scores, "near_duplicate", duplicate_of=closest)
-            continue
-        if best_scores.utility <= 0:
-            for (sc, is_near, dup), c in scored:  # utilities only fall from here
-                if c.content_key in chosen_keys:
-                    drop(c, sc, "duplicate", duplicate_of=chosen_keys[c.content_key])
-                elif is_near:
-                    drop(c, sc, "near_duplicate", duplicate_of=dup)
-                else:
-                    drop(c, sc, "non_positive_utility")
+        if utility[best] <= 0:
+            drop(best)
+            rest = np.flatnonzero(remaining)  # utilities only fall from here
+            for i in rest[np.lexsort((state.id_rank[rest], -utility[rest]))]:
+                drop(int(i))
             break
-        if used + cost(best) > budget:
-            drop(best, best_scores, "over_budget")
+        if used + cost(c) > budget:
+            drop(best, "over_budget")
             continue
-        select(best, best_scores, False)
+        select(best, False)
     selected = _merge_selected(chosen, order, now)
     used = sum(i.token_count for i in selected)
     if used > budget:  # not seen; the parts alone always fit
@@ -688,8 +766,13 @@ def pack_context(
             old.freshness = freshness(
                 old.effective_from, at, settings.freshness_half_life_days
             )
-            scores, _, _ = assess(old)
-            drop(old, scores, "superseded", superseded_by=current)
+            dropped.append(
+                DroppedItem(
+                    item=_item(old, now, state.scores_outside(old), False),
+                    reason="superseded",
+                    superseded_by=current,
+                )
+            )
     manifest_id = content_hash(
         request.model_dump(mode="json"),
         [i.item_id for i in selected],

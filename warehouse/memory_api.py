@@ -294,6 +294,9 @@ class MaintenanceResult:
     resolved: int = 0
     expired: int = 0
     withdrawn: int = 0
+    #: Re-admission pointers turned into memories / closed (``_readmissions``).
+    readmitted: int = 0
+    readmission_closed: int = 0
     receipts: list[ErasureReceipt] = field(default_factory=list)
     snapshot_id: int | None = None
     history: HistoryPurge | None = None
@@ -301,7 +304,13 @@ class MaintenanceResult:
 
     @property
     def changed(self) -> bool:
-        return bool(self.resolved or self.expired or self.withdrawn)
+        return bool(
+            self.resolved
+            or self.expired
+            or self.withdrawn
+            or self.readmitted
+            or self.readmission_closed
+        )
 
 
 def _load_memories(wh: Warehouse, subjects: Iterable[tuple[str, str]]) -> list:
@@ -331,14 +340,180 @@ def _load_memories(wh: Warehouse, subjects: Iterable[tuple[str, str]]) -> list:
 
 
 def _resolution_updates(
-    wh: Warehouse, subjects: Iterable[tuple[str, str]], dropped: set[str]
+    wh: Warehouse,
+    subjects: Iterable[tuple[str, str]],
+    dropped: set[str],
+    extra: Sequence[MemoryRecord] = (),
 ) -> list[MemoryRecord]:
-    """Memories of ``subjects`` (minus ``dropped`` ids) whose lifecycle columns
-    change when re-resolved together."""
+    """Memories of ``subjects`` (minus ``dropped`` ids, plus ``extra`` ones about
+    to be inserted) whose lifecycle columns change when re-resolved together."""
     from pipelines.memory.resolve import changed, resolve
 
-    before = [m for m in _load_memories(wh, subjects) if m.memory_id not in dropped]
+    stored = [m for m in _load_memories(wh, subjects) if m.memory_id not in dropped]
+    ids = {m.memory_id for m in stored}
+    before = stored + [m for m in extra if m.memory_id not in ids]
     return changed(before, resolve(before))
+
+
+@dataclass
+class _ReadmissionPlan:
+    """Pending pointers a live basis now covers, and what ``readmit`` made of
+    them (memories to insert, pointers to mark)."""
+
+    memories: list[MemoryRecord] = field(default_factory=list)
+    #: (rejection_id, readmission, reason)
+    marks: list[tuple[str, str, str | None]] = field(default_factory=list)
+
+    @property
+    def closed(self) -> int:
+        return sum(1 for _, state, _ in self.marks if state == "closed")
+
+
+_MESSAGE_COLUMNS = (
+    "message_id",
+    "session_id",
+    "tenant_id",
+    "turn",
+    "role",
+    "content",
+    "content_hash",
+    "token_count",
+    "policy_version",
+    "source_ref",
+)
+
+
+def _readmissions(
+    wh: Warehouse,
+    settings: MemorySettings,
+    now: datetime,
+    policy_version: str,
+    run_id: str,
+) -> _ReadmissionPlan:
+    """Consent re-admission (``pipelines.memory.readmit``): every pending
+    ``no_basis`` pointer whose tenant, subject and purpose has a live basis
+    now is re-derived from its redacted message and admitted or closed.
+
+    Reads only; the caller writes the plan inside its transaction.
+    """
+    from pipelines.memory.readmit import MessageText, readmit
+    from schemas.memory import MemoryRejection
+
+    plan = _ReadmissionPlan()
+    tables = wh.existing_tables()
+    if not {"memory_rejections", "consent", "messages"} <= tables:
+        return plan
+    if "readmission" not in _columns(wh).get("memory_rejections", set()):
+        return plan
+    con = wh.connection()
+    pointers = [
+        MemoryRejection.model_validate(row)
+        for row in _arrow_rows(
+            wh.query(
+                "SELECT * FROM memory_rejections r WHERE r.readmission = 'pending' "
+                "AND memory_live_basis(r.tenant_id, r.subject_id, r.purpose, ?) "
+                "ORDER BY r.tenant_id, r.subject_id, r.rejection_id",
+                [now],
+            )
+        )
+    ]
+    if not pointers:
+        return plan
+    ids = sorted({p.provenance.message_id for p in pointers if p.provenance})
+    subjects = sorted({(p.tenant_id, p.subject_id) for p in pointers})
+    con.register(
+        "__readmit_messages", pa.table({"message_id": pa.array(ids, pa.string())})
+    )
+    con.register(
+        "__readmit_subjects",
+        pa.table(
+            {
+                "tenant_id": pa.array([t for t, _ in subjects], pa.string()),
+                "subject_id": pa.array([s for _, s in subjects], pa.string()),
+            }
+        ),
+    )
+    try:
+        messages = {
+            row["message_id"]: MessageText(**row)
+            for row in _arrow_rows(
+                wh.query(
+                    f"SELECT {', '.join(_MESSAGE_COLUMNS)} FROM messages "
+                    "SEMI JOIN __readmit_messages USING (message_id)"
+                )
+            )
+        }
+        consent = [
+            ConsentRecord.model_validate(row)
+            for row in _arrow_rows(
+                wh.query(
+                    "SELECT c.* FROM consent c "
+                    "SEMI JOIN __readmit_subjects USING (tenant_id, subject_id) "
+                    "ORDER BY effective_at, consent_id"
+                )
+            )
+        ]
+    finally:
+        con.unregister("__readmit_messages")
+        con.unregister("__readmit_subjects")
+    by_subject: dict[tuple[str, str], list[ConsentRecord]] = {}
+    for event in consent:
+        by_subject.setdefault((event.tenant_id, event.subject_id), []).append(event)
+    for pointer in pointers:
+        message_id = pointer.provenance.message_id if pointer.provenance else None
+        outcome = readmit(
+            pointer,
+            messages.get(message_id or ""),
+            by_subject.get((pointer.tenant_id, pointer.subject_id), []),
+            settings,
+            now=now,
+            policy_version=policy_version or pointer.policy_version,
+            run_id=run_id,
+        )
+        if outcome.memory is not None:
+            plan.memories.append(outcome.memory)
+            plan.marks.append((pointer.rejection_id, "readmitted", None))
+        elif outcome.closed is not None:
+            plan.marks.append((pointer.rejection_id, "closed", outcome.closed))
+    return plan
+
+
+def _write_readmissions(
+    wh: Warehouse, plan: _ReadmissionPlan, now: datetime, run_id: str
+) -> int:
+    """Insert the plan's memories and mark its pointers (inside the caller's
+    transaction). Returns the memories inserted (an id already stored: 0)."""
+    con = wh.connection()
+    inserted = 0
+    if plan.memories:
+        con.register(
+            "__readmitted", to_table(MemoryRecord, [m.row() for m in plan.memories])
+        )
+        try:
+            inserted = wh.insert_new("memories", "SELECT * FROM __readmitted")
+        finally:
+            con.unregister("__readmitted")
+    ts = pa.timestamp("us", tz="UTC")
+    marks = pa.table(
+        {
+            "rejection_id": pa.array([r for r, _, _ in plan.marks], pa.string()),
+            "readmission": pa.array([s for _, s, _ in plan.marks], pa.string()),
+            "reason": pa.array([c for _, _, c in plan.marks], pa.string()),
+            "at": pa.array([now] * len(plan.marks), ts),
+            "run_id": pa.array([run_id] * len(plan.marks), pa.string()),
+        }
+    )
+    con.register("__readmission_marks", marks)
+    try:
+        con.execute(
+            "UPDATE memory_rejections SET readmission = k.readmission, "
+            "readmission_reason = k.reason, readmitted_at = k.at, "
+            "readmission_run_id = k.run_id FROM __readmission_marks k "
+            "WHERE memory_rejections.rejection_id = k.rejection_id"
+        )
+    finally:
+        con.unregister("__readmission_marks")
+    return inserted
 
 
 def _write_updates(wh: Warehouse, updates: Sequence[MemoryRecord]) -> None:
@@ -419,14 +594,22 @@ def _lifecycle(
     job_version: str,
     result: MaintenanceResult,
     own_transaction: bool = True,
+    *,
+    policy_version: str = "",
+    readmission_run_id: str | None = None,
 ) -> None:
-    """Purges and re-resolution of ``maintain``, in one transaction (if any).
+    """Consent re-admission, purges and re-resolution of ``maintain``, in one
+    transaction (if any).
 
     With ``own_transaction=False`` it runs inside the caller's open transaction
     and sets no commit message (the backfill folds it into its own snapshot).
+    Re-admitted memories carry ``readmission_run_id`` (else ``run_id``) and
+    ``policy_version`` (else their pointer's).
     """
     install_macros(wh)
     con = wh.connection()
+    readmit_run = readmission_run_id or run_id or ""
+    plan = _readmissions(wh, settings, now, policy_version, readmit_run)
     expired = con.execute(
         "SELECT memory_id, tenant_id, subject_id FROM memories WHERE expires_at <= ?",
         [now],
@@ -450,8 +633,11 @@ def _lifecycle(
         )
     purged = {(t, s) for _, t, s in expired + withdrawn}
     dropped = {r[0] for r in expired + withdrawn}
-    updates = _resolution_updates(wh, touched | purged, dropped)
-    if not expired and not withdrawn and not updates:
+    readmitted = {(m.tenant_id, m.subject_id) for m in plan.memories}
+    updates = _resolution_updates(
+        wh, touched | purged | readmitted, dropped, plan.memories
+    )
+    if not expired and not withdrawn and not updates and not plan.marks:
         return
     receipts = []
     for reason, rows in (("retention", expired), ("consent_withdrawn", withdrawn)):
@@ -477,6 +663,10 @@ def _lifecycle(
                 )
             )
     with wh.transaction() if own_transaction else nullcontext():
+        if plan.marks:
+            # Before the resolution updates: they may change a re-admitted row.
+            result.readmitted = _write_readmissions(wh, plan, now, readmit_run)
+            result.readmission_closed = plan.closed
         if dropped:
             con.register("__purge", pa.table({"memory_id": sorted(dropped)}))
             try:
@@ -510,6 +700,8 @@ def _lifecycle(
                 "resolved": result.resolved,
                 "expired": result.expired,
                 "withdrawn": result.withdrawn,
+                "readmitted": result.readmitted,
+                "readmission_closed": result.readmission_closed,
             },
         )
     result.snapshot_id = wh.current_snapshot()

@@ -119,6 +119,12 @@ _KEY_COLUMNS = {
 }
 _PAYLOAD = {"memories": _MEMORY_PAYLOAD, "consent": _CONSENT_PAYLOAD}
 _CONSENT_TIMES = {"effective_at", "expires_at"}
+#: Rows a replica leaves out: a grant of unknown source is no basis (the
+#: ``memories_served`` rule), so the replica never holds one.
+_EXCLUDED = {
+    "memories": "",
+    "consent": " AND NOT (event = 'grant' AND coalesce(source, '') = 'unknown')",
+}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -412,7 +418,7 @@ def build_replica(wh: Warehouse, table: str, snapshot: int | None = None) -> Pat
         raise RuntimeError("DuckDB's md5_number_lower disagrees with replica_key")
     rows = con.execute(
         f"SELECT count(*) FROM {LAKE_ALIAS}.{table} AT (VERSION => {snapshot}) "
-        f"WHERE {key} IS NOT NULL"
+        f"WHERE {key} IS NOT NULL{_EXCLUDED[table]}"
     ).fetchone()[0]
     keys = np.empty(rows, dtype="<i8")
     offsets = np.zeros(rows + 1, dtype="<i8")
@@ -422,7 +428,7 @@ def build_replica(wh: Warehouse, table: str, snapshot: int | None = None) -> Pat
     reader = con.execute(
         f"SELECT {key} AS k, {_payload_sql(_PAYLOAD[table], times)} AS payload "
         f"FROM {LAKE_ALIAS}.{table} AT (VERSION => {snapshot}) "
-        f"WHERE {key} IS NOT NULL ORDER BY k"
+        f"WHERE {key} IS NOT NULL{_EXCLUDED[table]} ORDER BY k"
     ).fetch_record_batch(BUILD_BATCH)
     try:
         with open(tmp, "wb") as out:

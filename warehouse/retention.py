@@ -14,7 +14,8 @@ What is purged, and where it happens:
    None of this changes what the current snapshot shows, so an interrupted
    expiry leaves the warehouse as it was.
 2. **Rows** (``purge_in_transaction``), inside the run's own commit transaction:
-   the memory lifecycle (``warehouse.memory_api``: memories past retention or
+   the memory lifecycle (``warehouse.memory_api``: consent re-admission of
+   pending ``no_basis`` pointers a grant now covers, memories past retention or
    without a live basis are deleted with receipts, supersession re-resolved for
    the subjects the run touched) and artifacts past
    ``policy.retention.artifacts_days`` with the evidence built from them. Being
@@ -59,6 +60,10 @@ class RetentionCounts:
     memories_expired: int = 0
     memories_withdrawn: int = 0
     memories_resolved: int = 0
+    #: Consent re-admission: pending ``no_basis`` pointers a later grant turned
+    #: into memories, and pointers closed (span gone or changed, expired...).
+    memories_readmitted: int = 0
+    readmissions_closed: int = 0
     artifacts_expired: int = 0
     evidence_rows_removed: int = 0
     snapshots_expired: int = 0
@@ -73,6 +78,8 @@ class RetentionCounts:
             self.memories_expired
             or self.memories_withdrawn
             or self.memories_resolved
+            or self.memories_readmitted
+            or self.readmissions_closed
             or self.artifacts_expired
             or self.evidence_rows_removed
         )
@@ -302,10 +309,15 @@ def purge_in_transaction(
     run_id: str | None,
     job_version: str,
     counts: RetentionCounts,
+    *,
+    readmission_run_id: str | None = None,
 ):
     """The row purges of one retention step, inside the caller's transaction
-    (``prepare`` first). Adds to ``counts``; returns the memory lifecycle's
-    ``MaintenanceResult``."""
+    (``prepare`` first), with consent re-admission (a grant committed since a
+    ``no_basis`` rejection admits it here, also in a run with nothing new).
+    Adds to ``counts``; returns the memory lifecycle's ``MaintenanceResult``.
+    ``readmission_run_id``: the run re-admitted memories name (default
+    ``run_id``)."""
     from warehouse.memory_api import MaintenanceResult, _lifecycle
 
     lifecycle = MaintenanceResult()
@@ -318,11 +330,15 @@ def purge_in_transaction(
             job_version,
             lifecycle,
             own_transaction=False,
+            policy_version=policy.policy_version,
+            readmission_run_id=readmission_run_id,
         )
     artifacts, evidence = purge_artifacts(wh, policy.retention.artifacts_days, now)
     counts.memories_expired += lifecycle.expired
     counts.memories_withdrawn += lifecycle.withdrawn
     counts.memories_resolved += lifecycle.resolved
+    counts.memories_readmitted += lifecycle.readmitted
+    counts.readmissions_closed += lifecycle.readmission_closed
     counts.artifacts_expired += artifacts
     counts.evidence_rows_removed += evidence
     return lifecycle
@@ -411,7 +427,13 @@ def run_retention(
             with wh.transaction():
                 wh._take_commit_lock()
                 state["memory"] = purge_in_transaction(
-                    wh, policy, now, None, job_version, attempt
+                    wh,
+                    policy,
+                    now,
+                    None,
+                    job_version,
+                    attempt,
+                    readmission_run_id=run_id,
                 )
                 if not attempt.changed:
                     raise _NothingToRecordError
@@ -458,6 +480,8 @@ _LABELS = (
     ("memories_expired", "memories expired"),
     ("memories_withdrawn", "memories without basis"),
     ("memories_resolved", "memories re-resolved"),
+    ("memories_readmitted", "memories re-admitted"),
+    ("readmissions_closed", "re-admissions closed"),
     ("artifacts_expired", "artifacts past retention"),
     ("evidence_rows_removed", "artifact evidence rows"),
     ("snapshots_expired", "snapshots expired"),

@@ -67,6 +67,11 @@ class RunInfo:
     received_at: datetime | None = None
 
 
+def received_now() -> datetime:
+    """The time a run received its input (``RunInfo.received_at``)."""
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True)
 class ChunkDraft:
     """An ``EvidenceChunk`` before its embedding is known."""

@@ -45,6 +45,7 @@ from pipelines.evidence.documents import (
     build_artifact,
     build_document,
     evidence_dead_letter,
+    received_now,
 )
 from pipelines.evidence.embed import Embedder
 from pipelines.memory.subjects import subject_for

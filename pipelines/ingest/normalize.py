@@ -10,6 +10,7 @@ presidio and of Beam; the redact stage's DoFn supplies the real engine.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -168,11 +169,24 @@ def _parse_json(text: str) -> Any:
         return _NOT_JSON
 
 
+_KEY_FIRST = re.compile(
+    r"(?:^|_)(?:id|status|state|error|code|type)$|[a-z]Id$", re.IGNORECASE
+)
+
+
+def _key_order(key: str) -> tuple[bool, str]:
+    """Identifier and status keys first (``user_id``, ``status``, ``error``):
+    they are what a later turn or the memory stage needs from a result whose
+    other keys would push them past ``KEY_FIELD_LIMIT``; then alphabetical."""
+    return (_KEY_FIRST.search(key) is None, key)
+
+
 def _key_fields(value: Any) -> dict[str, Any]:
     """Small typed facts about a parsed (redacted) tool output for the observation."""
     if isinstance(value, dict):
-        facts: dict[str, Any] = {"keys": sorted(value)[:KEY_FIELD_LIMIT]}
-        for key in sorted(value)[:KEY_FIELD_LIMIT]:
+        chosen = sorted(value, key=_key_order)[:KEY_FIELD_LIMIT]
+        facts: dict[str, Any] = {"keys": sorted(chosen)}
+        for key in chosen:
             item = value[key]
             if isinstance(item, str):
                 facts[key] = item[:KEY_VALUE_CHARS]

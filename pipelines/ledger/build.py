@@ -32,6 +32,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from pipelines.ingest.tokens import count_tokens
+from pipelines.ledger.boilerplate import (
+    is_demonstration,
+    request_text,
+    sentence_key,
+)
 from pipelines.ledger.protected import (
     checksum,
     extract_fields,
@@ -45,6 +50,7 @@ from pipelines.ledger.sections import (
     has_secret,
     merge_sections,
 )
+from pipelines.ledger.text import sentences
 from pipelines.ledger.trail import TrailInput, derive_trail, text_action_results
 from schemas.base import content_hash
 from schemas.ledger import (
@@ -59,7 +65,9 @@ from schemas.transcript import Message, Session, ToolObservation
 STRATEGY = "anchored-sections"
 STRATEGY_VERSION = "1"
 GENERATOR = "rules"
-GENERATOR_VERSION = "ledger-rules/1"
+#: 2: boilerplate-free goal and pins, findings, failed attempts, confirmations,
+#: latest request/action, sources read, tool-result key facts (issue 13).
+GENERATOR_VERSION = "ledger-rules/2"
 
 
 @dataclass
@@ -112,6 +120,8 @@ def clear_caches() -> None:
         protected.find_rules,
         sections.is_pinned,
         sections.has_secret,
+        sections.assistant_kind,
+        sections.output_facts,
     ):
         cached.cache_clear()
 
@@ -155,6 +165,17 @@ def _aged(
     )
 
 
+def _request_only(message: Message) -> Message:
+    """A user message reduced to its request (framework template text holds
+    no protected field of the user's); other messages unchanged."""
+    if message.role != "user":
+        return message
+    request = request_text(message.content)
+    if request == message.content:
+        return message
+    return message.model_copy(update={"content": request})
+
+
 class LedgerBuilder:
     """Builds the ledger of one session (one instance per session)."""
 
@@ -173,11 +194,25 @@ class LedgerBuilder:
         self.run_id = run_id
         self.policy_version = policy_version
         self.messages = ordered(sources.messages)
+        self._position = {m.message_id: i for i, m in enumerate(self.messages)}
         self.observations = {o.message_id: o for o in sources.observations}
         self.digest = settings_digest(settings)
         session = sources.session
         self.environment = frozenset(
             text_action_results(self.messages, session.source_format)
+        )
+        #: Framework demonstrations (SWE-agent): not the user's words.
+        self.demonstrations = frozenset(
+            m.message_id
+            for m in self.messages
+            if m.role == "user" and is_demonstration(m.content)
+        )
+        #: System-prompt sentences: a user message repeating one is template.
+        self.framework = frozenset(
+            sentence_key(s)
+            for m in self.messages
+            if m.role == "system"
+            for s in sentences(m.content)
         )
         #: dropped line -> the distinct texts dropped there (memory only)
         self._dropped: dict[DroppedLine, set[str]] = {}
@@ -225,7 +260,12 @@ class LedgerBuilder:
         a field whose value (or summary line) holds a secret is left out."""
         s = self.settings
         found = extract_fields(
-            [m for m in messages if m.message_id not in self.environment],
+            [
+                _request_only(m)
+                for m in messages
+                if m.message_id not in self.environment
+                and m.message_id not in self.demonstrations
+            ],
             s.protected_kinds,
             s.fact_roles,
             s.rule_roles,
@@ -244,11 +284,17 @@ class LedgerBuilder:
 
     def span(self, messages: Sequence[Message]) -> Span:
         turns = {m.message_id for m in messages}
+        position = self._position.get(messages[0].message_id, 0) if messages else 0
+        before = self.messages[position - 1] if position > 0 else None
         return Span(
             messages=messages,
             trail=[t for t in self.trail if t.message_id in turns],
             observations=self.observations,
             environment=self.environment,
+            outputs=self.sources.outputs,
+            framework=self.framework,
+            after_result=before is not None
+            and (before.role == "tool" or before.message_id in self.environment),
         )
 
     def _entry(

@@ -4,19 +4,28 @@ The rule engine reads the natural-language sentences of user and assistant
 messages (system prompts are kept verbatim by every context policy, so they are
 not summarised) and fills fixed sections:
 
-* ``goal``: the first substantive sentences of the first user message, plus user
+* ``goal``: the first substantive sentences of the first real request (the
+  request part of the first user message: framework templates, demonstrations
+  and system-prompt repeats are left out, see ``boilerplate``), plus user
   sentences that state a goal; anchored: later windows never replace it;
+* ``findings``: assistant conclusions: the first statement of a turn that
+  follows a tool result, and sentences with a result cue (never plans,
+  questions or echoes of the user);
 * ``decisions`` / ``rejected_options``: sentences with decision cues ("decided",
   "confirmed", "agreed", "will use") / rejection cues ("decided against",
-  "ruled out", "instead of"): the reason stays in the verbatim sentence;
+  "ruled out", "instead of") and assistant sentences saying an attempt failed
+  ("did not", "unable to", "not sufficient"): the why stays in the sentence;
 * ``open_questions``: user questions no assistant message answered afterwards;
-* ``pending_approvals``: approval and sign-off requests not yet granted;
-* ``changed_artifacts`` and ``test_status``: from the artifact trail;
-* ``next_steps``: next steps, to-dos, follow-ups (the latest ones);
+* ``pending_approvals``: approval and sign-off requests not yet granted, and an
+  assistant's request to confirm (with its whole text) until the user answers;
+* ``changed_artifacts``, ``sources_read`` and ``test_status``: from the trail;
+* ``next_steps``: the latest next-step cue sentences, the latest user request
+  and the latest assistant action (a stale plan is not the next step);
 * ``pinned_user_statements``: the user's standing rules and facts, verbatim: user
   sentences with a protected field or a rule cue ("always", "never", "from now
   on", "standing rule", "correction", "keep"...);
-* ``tool_results``: typed results (tool, status, key facts) with ``artifact_ref``,
+* ``tool_results``: typed results (tool, status, key facts: the output's error
+  line and exit code, the observation's ids and status) with ``artifact_ref``,
   never the raw output;
 * ``protected_facts``: filled last, with any protected field the other sections
   do not carry, so a summary always carries all of them.
@@ -35,16 +44,31 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
+from pipelines.ledger.boilerplate import (
+    is_demonstration,
+    is_lead_in,
+    request_text,
+    sentence_key,
+)
 from pipelines.ledger.protected import (
     FieldCheck,
     check_fields,
     find_facts,
     find_rules,
 )
-from pipelines.ledger.text import clip, content_words, sentences, strip_observation
+from pipelines.ledger.text import (
+    clip,
+    content_words,
+    cut,
+    cut_left,
+    sentences,
+    strip_observation,
+    text_lines,
+)
+from pipelines.ledger.trail import text_action
 from pipelines.redact.residual import secret_in_text
 from schemas.ledger import (
     ArtifactTrailEntry,
@@ -96,6 +120,85 @@ _PIN = re.compile(
     r"going forward|remember|make sure|keep|prefer|correction|important)\b",
     re.IGNORECASE,
 )
+#: Assistant sentences that state a result (findings), not a plan.
+_FINDING = re.compile(
+    r"\b(?:found|find that|shows?|showed|shown|indicates?|indicating|suggests?|"
+    r"confirms|confirmed|reveals?|revealed|because|due to|caused by|"
+    r"the (?:issue|problem|bug|cause|error|root cause|output|result) (?:is|was)|"
+    r"(?:is|are) (?:located|defined|declared|set|present|stored|missing)|"
+    r"(?:was|were|has been|have been) (?:fixed|updated|created|removed|added|"
+    r"resolved|recovered|applied|booked|cancell?ed|modified|changed|raised)|"
+    r"successful(?:ly)?|succeeded|reproduced|raised|returns?|returned|"
+    r"output (?:is|was|shows|changed)|changed from|worked|passe[sd]|"
+    r"total (?:cost|price) is|it seems|it appears|appears to)\b",
+    re.IGNORECASE,
+)
+#: Assistant sentences saying an attempt failed: a rejected option with its why.
+_FAILED = re.compile(
+    r"\b(?:did not|didn't|does not work|doesn't work|doesn't seem|do not work|"
+    r"could not|couldn't|unable to|cannot be|not (?:sufficient|enough|eligible|"
+    r"allowed|possible|available|present|correct(?:ly)?|working|the cause)|"
+    r"failed|syntax error|wrong|incorrect|typo|timed out|no luck|"
+    r"no (?:additional|new) output|multiple occurrences|not recovered)\b",
+    re.IGNORECASE,
+)
+#: Hypotheticals and checks ("to see if it fails", "without an error").
+_NOT_FAILED = re.compile(
+    r"\b(?:to see if|to ensure|to make sure|to check|without (?:an? )?error|"
+    r"next step)\b",
+    re.IGNORECASE,
+)
+#: A user turning down what was proposed ("still above my budget", "Neither
+#: of those works for me"): a rejected option, the why in the sentence.
+_USER_DECLINE = re.compile(
+    r"\b(?:too (?:expensive|high|long|late|early|slow|much)|above my|over my|"
+    r"higher than my|more than i|(?:doesn't|does not|won't|will not) work for me|"
+    r"neither|rather not|(?:i|we) (?:don't|do not) want|not (?:acceptable|"
+    r"what i (?:want|asked))|prefer not)\b",
+    re.IGNORECASE,
+)
+_PLAN = re.compile(
+    r"^\W*(?:let's|let me|let us|i'll|i will|we'll|we will|we should|i should|"
+    r"now,? (?:let's|i'll|we)|next,|first,|then,|to (?:do|fix|find|verify|check)|"
+    r"please)\b",
+    re.IGNORECASE,
+)
+#: An assistant asking the user to confirm before it acts (pending approval).
+_CONFIRM_ASK = re.compile(
+    r"\b(?:please confirm|confirm (?:if|whether|that|the following|these|this)|"
+    r"once you confirm|do you confirm|can you confirm|could you confirm|"
+    r"(?:would|do) you (?:like|want) (?:me )?to proceed|shall i proceed|"
+    r"should i proceed|(?:reply|answer) (?:yes|with yes))\b",
+    re.IGNORECASE,
+)
+CONFIRM_PREFIX = "confirmation asked: "
+REQUEST_PREFIX = "latest request: "
+ACTION_PREFIX = "latest action: "
+#: Cue sentences kept under "Next steps" (the latest ones: older ones are stale).
+NEXT_CUES_KEPT = 4
+FINDINGS_PER_MESSAGE = 2
+#: Findings kept: this many times ``max_section_items`` (earliest and latest
+#: half each): they are what the agent learnt, the core of a continuation.
+FINDINGS_FACTOR = 2
+FACT_CHARS = 160
+_ERROR_LINE = re.compile(
+    r"(?:\b[A-Z]\w*(?:Error|Exception)\b|^(?:error|fatal|E)\b\s*[:\]]|"
+    r"\bERROR\b|\bFAIL(?:ED)?\b|No such file|command not found|not found|"
+    r"permission denied|\bexit (?:code|status):? ?[1-9])",
+    re.IGNORECASE | re.MULTILINE,
+)
+_KEY_FACT = re.compile(
+    r"(?:^|_)(?:id|ids|number|reference|ref|code|key|status|state|error|errors|"
+    r"message|result|total|amount|count|items)$",
+    re.IGNORECASE,
+)
+_PLEASANTRY = re.compile(
+    r"^\W*(?:i can help|i'd be happy|i would be happy|of course|sure|certainly|"
+    r"no worries|no problem|great|thank(?:s| you)|you're welcome|understood)\b",
+    re.IGNORECASE,
+)
+_EXIT_CODE = re.compile(r"\bexit (?:code|status):? ?(\d+)", re.IGNORECASE)
+_MARKDOWN = re.compile(r"[*_`]{1,3}")
 SIMILAR = 0.6
 #: Any cue a section looks for (one search instead of five on most sentences).
 _ANY_CUE = re.compile(
@@ -115,6 +218,14 @@ class Span:
     observations: Mapping[str, ToolObservation]
     #: ``user`` messages that are tool output (text-action results): skipped.
     environment: frozenset[str] = frozenset()
+    #: artifact id -> redacted tool output (key facts of tool results).
+    outputs: Mapping[str, str] = field(default_factory=dict)
+    #: Sentences of the system prompt (``sentence_key``): template text when a
+    #: user message repeats them.
+    framework: frozenset[str] = frozenset()
+    #: Whether the message before this span was a tool result (so a window's
+    #: first assistant turn reads it, as it would in a build from raw).
+    after_result: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,10 +246,12 @@ def has_secret(text: str) -> bool:
 #: Sections made of ``SectionItem`` s (checked line by line).
 _ITEM_SECTIONS = (
     "goal",
+    "findings",
     "decisions",
     "rejected_options",
     "open_questions",
     "pending_approvals",
+    "sources_read",
     "test_status",
     "next_steps",
     "pinned_user_statements",
@@ -223,14 +336,39 @@ def _ends(items: list, limit: int) -> list:
     return items[:head] + items[len(items) - (limit - head) :]
 
 
-def _facts(key_fields: str, limit: int = 200) -> str:
+def _facts(key_fields: str, limit: int = FACT_CHARS) -> str:
     try:
         value = json.loads(key_fields)
     except ValueError:
         return ""
     if not isinstance(value, dict):
         return ""
-    parts = [f"{k}={v}" for k, v in sorted(value.items()) if k != "keys"]
+    items = sorted((k, v) for k, v in value.items() if k != "keys")
+    # Ids, status and errors first: they are what a continuation refers to.
+    items.sort(key=lambda kv: 0 if _KEY_FACT.search(kv[0]) else 1)
+    parts = [f"{k}={v}" for k, v in items]
+    return clip(", ".join(parts), limit)
+
+
+@lru_cache(maxsize=8_192)
+def output_facts(output: str | None, limit: int = FACT_CHARS) -> str:
+    """Key facts of a raw tool output: its exit code and its last error line
+    (``AssertionError: expected 5 but got None``, ``Error: payment amount does
+    not add up, total price is 305``), never the output itself."""
+    if not output:
+        return ""
+    parts = []
+    code = _EXIT_CODE.search(output)
+    if code:
+        parts.append(f"exit={code[1]}")
+    errors = [
+        line.strip()
+        for line in output.splitlines()
+        if _ERROR_LINE.search(line) and 8 <= len(line.strip())
+    ]
+    errors = [e for e in errors if not _EXIT_CODE.fullmatch(e)]
+    if errors:
+        parts.append("error: " + clip(errors[-1], limit - 20))
     return clip(", ".join(parts), limit)
 
 
@@ -240,20 +378,125 @@ def is_pinned(sentence: str) -> bool:
     return bool(_PIN.search(sentence) or find_facts(sentence) or find_rules(sentence))
 
 
-def pinned_statements(message: Message, limit: int = 400) -> list[str]:
-    """The sentences of a user message the summary pins verbatim."""
+def pinned_statements(
+    message: Message, limit: int = 400, framework: frozenset[str] = frozenset()
+) -> list[str]:
+    """The sentences of a user message the summary pins verbatim: from its
+    request only (framework templates, demonstrations and sentences the system
+    prompt repeats are not the user's rules)."""
     if message.role != "user":
         return []
-    return [s for s in _message_sentences(message, limit) if is_pinned(s)]
+    return [
+        s
+        for s in _request_sentences(message, limit)
+        if is_pinned(s) and sentence_key(s) not in framework
+    ]
 
 
 def _message_sentences(message: Message, limit: int) -> list[str]:
     return [clip(s, limit) for s in sentences(strip_observation(message.content))]
 
 
+def _request_sentences(message: Message, limit: int) -> list[str]:
+    """Sentences of the request part of a user message (none for a demonstration)."""
+    text = strip_observation(message.content)
+    if is_demonstration(text):
+        return []
+    return [clip(s, limit) for s in sentences(request_text(text))]
+
+
+@lru_cache(maxsize=65_536)
+def assistant_kind(sentence: str) -> str:
+    """What an assistant sentence is for the sections: ``skip`` (a plan, a
+    pleasantry, too short), ``failed`` (an attempt that failed: a rejected
+    option with its why), ``finding`` (a result cue), ``plain`` (a statement:
+    a finding when it opens the turn after a tool result) or ``other`` (a
+    question, a request or a cue sentence that has its own section)."""
+    plain = _MARKDOWN.sub("", sentence)
+    words = len(plain.split())
+    if _PLAN.match(plain) or words < 4 or (_PLEASANTRY.match(plain) and words <= 8):
+        return "skip"
+    if (
+        _FAILED.search(plain)
+        and not _NOT_FAILED.search(plain)
+        and not _REJECT.search(plain)
+    ):
+        return "failed"
+    if (
+        plain.rstrip().endswith("?")
+        or "please" in plain.lower()
+        or _ANY_CUE.search(plain)
+    ):
+        return "other"
+    return "finding" if _FINDING.search(plain) else "plain"
+
+
+def _substantive(sentence: str, words: int = 3) -> bool:
+    plain = _MARKDOWN.sub("", sentence).strip()
+    return (
+        len(plain.split()) >= words
+        and not _GREETING.match(plain)
+        and not is_lead_in(plain)
+    )
+
+
+def _confirmation_text(message: Message, limit: int) -> str:
+    """The whole natural-language text of a confirmation request (the ids and
+    amounts to confirm sit in its list lines), markdown removed."""
+    lines = [_MARKDOWN.sub("", line) for line in text_lines(message.content)]
+    return clip(" ".join(lines), limit)
+
+
+def _action_text(message: Message, limit: int = 200) -> str | None:
+    """What an assistant message does: its tool calls or its text action."""
+    if message.tool_calls:
+        parts = []
+        for call in message.tool_calls:
+            args = call.arguments.strip()
+            try:
+                value = json.loads(args) if args else {}
+            except ValueError:
+                value = args
+            if isinstance(value, dict):
+                main = next(
+                    (
+                        value[k]
+                        for k in ("command", "code", "message", "path", "query")
+                        if isinstance(value.get(k), str)
+                    ),
+                    None,
+                )
+                args = (
+                    main
+                    if main is not None
+                    else " ".join(
+                        f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                        for k, v in value.items()
+                    )
+                )
+            parts.append(f"{call.tool_name} {args}".strip())
+        return cut(" ; ".join(_SPACES_RE.sub(" ", p) for p in parts), limit)
+    action = text_action(message.content)
+    if action:
+        return cut(_SPACES_RE.sub(" ", action).strip(), limit)
+    return None
+
+
+_SPACES_RE = re.compile(r"\s+")
+
+
 def extract_sections(span: Span, settings: LedgerSettings) -> SummarySections:
     """Sections of one span of messages, on their own (no earlier summary)."""
     return merge_sections(SummarySections(), span, settings)
+
+
+def _replace_latest(
+    items: list[SectionItem], prefix: str, new: SectionItem | None
+) -> list[SectionItem]:
+    if new is None:
+        return items
+    kept = [i for i in items if not i.text.startswith(prefix)]
+    return [*kept, new] if new.text else kept
 
 
 def merge_sections(
@@ -263,6 +506,7 @@ def merge_sections(
     limit = settings.max_section_items
     chars = settings.max_statement_chars
     goal = list(old.goal)
+    findings = list(old.findings)
     decisions = list(old.decisions)
     rejected = list(old.rejected_options)
     questions = list(old.open_questions)
@@ -272,35 +516,110 @@ def merge_sections(
     tool_results = list(old.tool_results)
     have_goal = bool(goal)
     pinned_texts = {p.text for p in pinned}
+    user_said = [p.text for p in pinned] + [g.text for g in goal]
+    latest_request: SectionItem | None = None
+    latest_action: SectionItem | None = None
+    action_name = "unknown"
+    previous_was_result = span.after_result
     for message in span.messages:
-        if message.role == "tool":
+        is_result = message.role == "tool" or message.message_id in span.environment
+        after_result, previous_was_result = previous_was_result, is_result
+        if is_result:
             observation = span.observations.get(message.message_id)
             if observation is not None:
+                output = span.outputs.get(observation.artifact_ref or "")
+                facts = ", ".join(
+                    f
+                    # The error first: a long fact list must not clip it off.
+                    for f in (
+                        output_facts(output),
+                        _facts(observation.key_fields, FACT_CHARS // 2 + 20),
+                    )
+                    if f
+                )
+                name = observation.tool_name or "unknown"
+                if name == "unknown" and not message.tool_call_id:
+                    name = action_name
                 tool_results.append(
                     ToolResultRef(
                         turn=message.turn,
-                        tool_name=observation.tool_name or "unknown",
+                        tool_name=name,
                         status=observation.status,
                         artifact_ref=observation.artifact_ref,
-                        facts=_facts(observation.key_fields),
+                        facts=clip(facts, FACT_CHARS + 60),
                     )
                 )
             continue
         if message.role not in ("user", "assistant"):
             continue
-        if message.message_id in span.environment:
-            continue
-        said = _message_sentences(message, chars)
-        if said and message.role == "assistant":
-            questions = [q for q in questions if q.turn > message.turn]
         item = _item_factory(message)
-        if message.role == "user" and not have_goal:
-            firsts = [s for s in said if len(s.split()) >= 4 and not _GREETING.match(s)]
-            for sentence in firsts[:2]:
-                goal.append(item(sentence))
-            have_goal = bool(firsts)
+        if message.role == "assistant":
+            said = _message_sentences(message, chars)
+            if said:
+                questions = [q for q in questions if q.turn > message.turn]
+            action = _action_text(message)
+            if action is not None:
+                action_name = cut((action.split() or ["unknown"])[0], 40)
+                latest_action = item(ACTION_PREFIX + action)
+            found = 0
+            # The first statement after a tool result reads that result.
+            first = after_result
+            for sentence in said:
+                if _CONFIRM_ASK.search(sentence):
+                    text = CONFIRM_PREFIX + _confirmation_text(message, chars)
+                    _add_unique(approvals, item(text))
+                    break
+            for sentence in said:
+                kind = assistant_kind(sentence)
+                if kind == "skip":
+                    continue
+                if kind == "failed":
+                    _add_unique(rejected, item(sentence))
+                elif (
+                    found < FINDINGS_PER_MESSAGE
+                    and (first or kind == "finding")
+                    and kind != "other"
+                    # An echo of the user ("Noted: ...") is the user's
+                    # statement, not a finding.
+                    and not any(_similar(sentence, u) for u in user_said)
+                ):
+                    # An agent's turn opens by reading the last result: its
+                    # first statement is a finding even without a cue word.
+                    _add_unique(findings, item(sentence))
+                    found += 1
+                first = False
+        else:
+            said = [
+                s
+                for s in _request_sentences(message, chars)
+                if sentence_key(s) not in span.framework
+            ]
+            if said:
+                # The user spoke: any confirmation asked before is answered.
+                approvals = [
+                    a
+                    for a in approvals
+                    if not a.text.startswith(CONFIRM_PREFIX) or a.turn > message.turn
+                ]
+            user_said.extend(said)
+            firsts = [s for s in said if _substantive(s)]
+            if not have_goal and firsts:
+                for sentence in firsts[:2]:
+                    goal.append(item(sentence))
+                have_goal = True
+            elif firsts:
+                # A one-sentence request that is pinned or a next-step cue is
+                # in the summary verbatim already: it only retires the older one.
+                verbatim = len(firsts) == 1 and bool(
+                    is_pinned(firsts[0]) or _NEXT.search(firsts[0])
+                )
+                latest_request = item(
+                    "" if verbatim else REQUEST_PREFIX + " ".join(firsts[:2])
+                )
         for sentence in said:
             if message.role == "user":
+                if _USER_DECLINE.search(sentence) and not _REJECT.search(sentence):
+                    _add_unique(rejected, item(sentence))
                 if _GOAL.search(sentence):
                     _add_unique(goal, item(sentence))
                 if sentence.rstrip().endswith("?"):
@@ -325,13 +644,26 @@ def merge_sections(
                 ]
             if _NEXT.search(sentence):
                 _add_unique(next_steps, item(sentence))
+    cues = [
+        n for n in next_steps if not n.text.startswith((REQUEST_PREFIX, ACTION_PREFIX))
+    ]
+    kept = {id(n) for n in _latest(cues, NEXT_CUES_KEPT)}
+    next_steps = [
+        n
+        for n in next_steps
+        if id(n) in kept or n.text.startswith((REQUEST_PREFIX, ACTION_PREFIX))
+    ]
+    next_steps = _replace_latest(next_steps, REQUEST_PREFIX, latest_request)
+    next_steps = _replace_latest(next_steps, ACTION_PREFIX, latest_action)
     return SummarySections(
         goal=_earliest(goal, limit),
+        findings=_ends(findings, FINDINGS_FACTOR * limit),
         decisions=_latest(decisions, limit),
         rejected_options=_latest(rejected, limit),
         open_questions=_latest(questions, limit),
         pending_approvals=_latest(approvals, limit),
         changed_artifacts=_changed(old.changed_artifacts, span.trail),
+        sources_read=_reads(old.sources_read, span.trail, limit),
         test_status=_tests(old.test_status, span.trail, limit),
         next_steps=_latest(next_steps, limit),
         pinned_user_statements=_ends(pinned, settings.max_pinned_statements),
@@ -347,6 +679,32 @@ def _item_factory(message: Message) -> Callable[[str], SectionItem]:
         )
 
     return make
+
+
+def _reads(
+    old: Sequence[SectionItem], trail: Sequence[ArtifactTrailEntry], limit: int
+) -> list[SectionItem]:
+    """Distinct resources read, each at its latest read (latest last)."""
+    latest: dict[str, SectionItem] = {}
+    for item in old:
+        resource = (
+            item.text.rsplit(" (", 1)[0] if item.text.endswith(")") else item.text
+        )
+        latest[resource] = item
+    for entry in trail:
+        if entry.operation != "read":
+            continue
+        latest.pop(entry.resource, None)
+        outcome = "" if entry.outcome in ("ok", "unknown") else entry.outcome
+        # An ``api:`` resource names its tool already.
+        tool = "" if entry.resource.startswith("api:") else entry.tool_name
+        how = ", ".join(x for x in (tool, outcome) if x)
+        latest[entry.resource] = SectionItem(
+            text=entry.resource + (f" ({how})" if how else ""),
+            turn=entry.turn,
+            source_message_id=entry.message_id,
+        )
+    return _latest(sorted(latest.values(), key=lambda i: i.turn), limit)
 
 
 def _changed(
@@ -376,7 +734,10 @@ def _changed(
             turns=[*current.turns, entry.turn],
             outcome=entry.outcome,
             content_hash=entry.content_hash or current.content_hash,
-            change=(f"{current.change}, {step}" if current.change else step)[-400:],
+            # Older steps drop off at a step boundary, never mid-word.
+            change=cut_left(
+                f"{current.change}, {step}" if current.change else step, 400
+            ),
         )
     return [by_resource[resource] for resource in order]
 
@@ -422,6 +783,29 @@ def _lines(
     return out
 
 
+def _result_lines(results: Sequence[ToolResultRef]) -> list[str]:
+    """One typed line per result with key facts or a failure; results without
+    either are folded into one line (their ``artifact_ref`` s stay in the
+    sections and the trail): a list of bare refs tells a model nothing."""
+    lines = []
+    plain = []
+    for r in results:
+        if r.facts or r.status == "error":
+            lines.append(
+                f"- (t{r.turn}) {r.tool_name} [{r.status}] artifact={r.artifact_ref}"
+                + (f" facts: {r.facts}" if r.facts else "")
+            )
+        else:
+            plain.append(r)
+    if plain:
+        names: dict[str, int] = {}
+        for r in plain:
+            names[r.tool_name] = names.get(r.tool_name, 0) + 1
+        tools = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in names.items())
+        lines.append(f"- {len(plain)} more without key facts: {tools}")
+    return lines or ["- none"]
+
+
 def render(sections: SummarySections, header: str) -> str:
     """The summary as text: a header and every fixed section, in a fixed order.
 
@@ -436,6 +820,7 @@ def render(sections: SummarySections, header: str) -> str:
         out.extend(lines)
 
     section("Goal", _lines(sections.goal, pinned=pins))
+    section("Findings", _lines(sections.findings, pinned=pins))
     section("Decisions", _lines(sections.decisions, pinned=pins))
     section("Rejected options", _lines(sections.rejected_options, pinned=pins))
     section("Open questions", _lines(sections.open_questions, pinned=pins))
@@ -449,18 +834,17 @@ def render(sections: SummarySections, header: str) -> str:
         ]
         or ["- none"],
     )
+    section(
+        "Sources read",
+        # One line: a read is a pointer, not a statement.
+        ["- " + "; ".join(f"t{i.turn} {i.text}" for i in sections.sources_read)]
+        if sections.sources_read
+        else ["- none"],
+    )
     section("Test status", _lines(sections.test_status))
     section("Next steps", _lines(sections.next_steps, pinned=pins))
     section("Pinned user statements", _lines(sections.pinned_user_statements, True))
-    section(
-        "Tool results",
-        [
-            f"- (t{r.turn}) {r.tool_name} [{r.status}] artifact={r.artifact_ref}"
-            + (f" facts: {r.facts}" if r.facts else "")
-            for r in sections.tool_results
-        ]
-        or ["- none"],
-    )
+    section("Tool results", _result_lines(sections.tool_results))
     section("Protected facts", _lines(sections.protected_facts))
     return "\n".join(out) + "\n"
 

@@ -20,11 +20,14 @@ _CODE_LINE = re.compile(
     r"[{\[]|\d+:\s|\d+\s*\||[│├└┌┐┘┴┬─]|```|~~~|end_of_edit\b|"
     r"(?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE|FATAL|CRITICAL)\b[:\] ])"
 )
+#: A fenced code block's opening or closing line: what is inside is code.
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
 _LETTER = re.compile(r"[^\W\d_]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _CLAUSE_SPLIT = re.compile(r"\s*;\s*|\s+(?:but|however|whereas)\s+", re.IGNORECASE)
 _WORD = re.compile(r"[^\W_][\w'-]*", re.UNICODE)
 _SPACES = re.compile(r"\s+")
+_LAST_BREAK = re.compile(r"[\s,;:/&?=)\]]+[^\s,;:/&?=)\]]*$")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 STOPWORDS = frozenset(
@@ -53,9 +56,16 @@ def is_text_line(line: str) -> bool:
 
 
 def text_lines(text: str) -> Iterator[str]:
-    """The natural-language lines of ``text`` (observation lines removed)."""
+    """The natural-language lines of ``text`` (observation lines and fenced
+    code blocks removed)."""
+    fenced = False
     for line in strip_observation(text).splitlines():
-        if is_text_line(line):
+        if _FENCE.match(line):
+            # "```python ... ```" on one line opens and closes: no toggle.
+            if line.count("```") % 2 == 1 or line.count("~~~") % 2 == 1:
+                fenced = not fenced
+            continue
+        if not fenced and is_text_line(line):
             yield line.strip()
 
 
@@ -89,6 +99,31 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 2].rsplit(" ", 1)[0] + " …"
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` (whitespace kept) cut to at most ``limit`` characters, never
+    inside a word: at the last space or punctuation before the limit, plus "…"."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(limit - 1, 1)]
+    match = _LAST_BREAK.search(head)
+    if match is not None and match.start() > limit // 3:
+        head = head[: match.start()]
+    return head.rstrip(" ,;:") + "…"
+
+
+def cut_left(text: str, limit: int, sep: str = ", ") -> str:
+    """The end of ``text`` in at most ``limit`` characters, starting after a
+    ``sep`` boundary (or a space), prefixed with "…": never mid-word."""
+    if len(text) <= limit:
+        return text
+    tail = text[len(text) - (limit - 2) :]
+    for boundary in (sep, " "):
+        index = tail.find(boundary)
+        if index >= 0:
+            return "… " + tail[index + len(boundary) :]
+    return "… " + tail
 
 
 def stem(word: str) -> str:

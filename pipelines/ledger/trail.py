@@ -17,8 +17,12 @@ format:
   ``cd`` (paths are resolved against the tracked working directory), and test
   runners (pytest, unittest, tox, npm/yarn test, go test, cargo test, make test...);
 * generic API tools, by the verb their name starts with (``create_ticket``,
-  ``update_reservation_flights``, ``DeleteAccount``, ``get_user_details``): the
-  resource is ``api:<tool>`` plus its id-like arguments;
+  ``update_reservation_flights``, ``DeleteAccount``, ``get_user_details``,
+  ``list_*`` / ``search_*`` reads): the resource is ``api:<tool>`` plus its
+  id-like arguments (all scalar arguments for a search or list);
+* tools and commands that only look (``Glob``, ``Grep``, ``find_file``,
+  ``web_fetch``, shell ``ls`` / ``grep`` / ``find`` / ``curl``): a ``read`` of
+  where they looked, so the trail says what a conclusion was based on;
 * SWE-agent and mini-swe-agent runs without function calling: the action is the
   last fenced block (or ``<command>``) of the assistant text, its result the next
   message; ``(Current directory: ...)`` lines in observations move the working
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.ingest.sources import decode_json
+from pipelines.ledger.text import cut
 from schemas.base import canonical_json, content_hash
 from schemas.ledger import ArtifactTrailEntry
 from schemas.transcript import Message, ToolObservation
@@ -91,23 +96,38 @@ SKIP_TOOLS = frozenset(
         "finish",
         "submit",
         "todowrite",
-        "glob",
-        "grep",
-        "ls",
-        "find_file",
-        "search_file",
-        "search_dir",
         "goto",
         "scroll_up",
         "scroll_down",
-        "browse",
-        "browser",
-        "web_search",
-        "web_fetch",
         "calculator",
         "calculate",
     }
 )
+#: Tools that only look: each call is a ``read`` of where it looked (the
+#: location argument, else the working directory), with what it looked for
+#: in the detail. name -> (location keys, query keys).
+LOOK_TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "glob": (("path",), ("pattern",)),
+    "grep": (("path", "file"), ("pattern",)),
+    "ls": (("path", "dir", "directory"), ()),
+    "list_files": (("path", "dir", "directory"), ()),
+    "list_directory": (("path", "dir", "directory"), ()),
+    "find_file": (("dir", "path"), ("file_name", "name")),
+    "search_file": (("file", "path"), ("search_term",)),
+    "search_dir": (("dir", "path"), ("search_term",)),
+    "web_fetch": (("url",), ()),
+    "fetch": (("url",), ()),
+    "browse": (("url",), ()),
+    "browser": (("url",), ()),
+    "web_search": ((), ("query",)),
+}
+#: Shell commands that only look (``ls``, ``grep``, ``find``, ``curl``...).
+LOOK_COMMANDS = frozenset(
+    {"ls", "grep", "egrep", "fgrep", "rg", "find", "curl", "wget", "tree", "stat"}
+)
+#: Verbs of API tools whose read is described by all their scalar arguments
+#: (``search_direct_flight?date=...&origin=DEN``), not only the ids.
+QUERY_VERBS = frozenset({"search", "list", "find", "lookup", "query", "check"})
 CREATE_VERBS = frozenset(
     "create add new insert register book open post make schedule upload issue".split()
 )
@@ -121,7 +141,8 @@ DELETE_VERBS = frozenset(
     archive clear""".split()
 )
 READ_VERBS = frozenset(
-    "get read fetch query retrieve view show describe load download".split()
+    """get read fetch query retrieve view show describe load download list search
+    find lookup check count inspect""".split()
 )
 _ID_KEYS = frozenset(
     {"id", "path", "url", "file", "filename", "key", "code", "reference", "number"}
@@ -333,7 +354,7 @@ def _command_ops(words: list[str], state: TrailState, body: str | None) -> list[
     files = [a for a in rest if not a.startswith("-")]
     joined = " ".join(args)
     if _TEST_COMMAND.match(joined):
-        return [*ops, Op("test", joined[:MAX_RESOURCE_CHARS], name)]
+        return [*ops, Op("test", cut(joined, MAX_RESOURCE_CHARS), name)]
     if name == "cd":
         target = files[0] if files else "~"
         state.cwd = resolve(target, state.cwd) if target != "-" else state.cwd
@@ -368,6 +389,8 @@ def _command_ops(words: list[str], state: TrailState, body: str | None) -> list[
         ]
     if name == "tee":
         return [*ops, *(Op("write", resolve(f, state.cwd), "tee") for f in files)]
+    if name in LOOK_COMMANDS:
+        return [*ops, *_look_ops(name, rest, state)]
     if name in ("cat", "head", "tail", "less", "more", "nl", "bat"):
         reads = [f for f in files if not re.fullmatch(r"\+?\d+", f)]
         return [*ops, *(Op("read", resolve(f, state.cwd), name) for f in reads)]
@@ -388,6 +411,48 @@ def _command_ops(words: list[str], state: TrailState, body: str | None) -> list[
     return [*ops, *_editor_command(args, state)]
 
 
+def _look_ops(name: str, rest: list[str], state: TrailState) -> list[Op]:
+    """Reads of a command that only looks: the paths (or URL) it looked at."""
+    words = [a for a in rest if not a.startswith("-")]
+    if name == "curl" or name == "wget":
+        urls = [w for w in words if re.match(r"^(?:https?|ftp)://|^[\w.-]+:\d+", w)]
+        return [Op("read", cut(u, MAX_RESOURCE_CHARS), name) for u in urls[:1]]
+    if name in ("grep", "egrep", "fgrep", "rg"):
+        has_e = any(a in ("-e", "--regexp", "-f") for a in rest)
+        words = words if has_e else words[1:]
+        if has_e:
+            words = [w for w in words if w not in _option_values(rest, "-e")]
+        recursive = name == "rg" or any(
+            re.fullmatch(r"-\w*[rR]\w*|--recursive", a) for a in rest
+        )
+        if not words and not recursive:
+            return []  # grep on a pipe reads no file
+    elif name == "find":
+        words = words[:1]
+    paths = words or ["."]
+    return [Op("read", resolve(p, state.cwd), name) for p in paths[:4]]
+
+
+def _look_tool_op(
+    tool_name: str, lowered: str, args: Mapping[str, Any], state: TrailState
+) -> Op:
+    where_keys, what_keys = LOOK_TOOLS[lowered]
+    where = _str(args, *where_keys) if where_keys else None
+    what = _str(args, *what_keys) if what_keys else None
+    detail = cut(f"{tool_name} {what}", 120) if what else tool_name
+    if where is None and lowered == "search_file":
+        where = state.current_file
+    if where is None:
+        if not where_keys:  # a web search: the query is what was read
+            return Op(
+                "read", cut(f"{tool_name}:{what or ''}", MAX_RESOURCE_CHARS), detail
+            )
+        where = state.cwd or "."
+    if re.match(r"^[a-z]+://", where):
+        return Op("read", cut(where, MAX_RESOURCE_CHARS), detail)
+    return Op("read", resolve(where, state.cwd), detail)
+
+
 def _option_values(args: list[str], option: str) -> set[str]:
     return {args[i + 1] for i, a in enumerate(args[:-1]) if a == option}
 
@@ -406,6 +471,13 @@ def _editor_command(args: list[str], state: TrailState) -> list[Op]:
         return [Op("write", state.current_file, detail)]
     if name == "str_replace_editor" and len(rest) >= 2:
         return _editor_op(rest[0], rest[1], None, state)
+    if name in ("find_file", "search_dir") and rest:
+        where = rest[1] if len(rest) > 1 else "."
+        return [Op("read", resolve(where, state.cwd), f"{name} {rest[0]}")]
+    if name == "search_file" and rest:
+        target = rest[1] if len(rest) > 1 else state.current_file
+        if target:
+            return [Op("read", resolve(target, state.cwd), f"search_file {rest[0]}")]
     return []
 
 
@@ -461,16 +533,22 @@ def python_ops(code: str, state: TrailState) -> list[Op]:
 
 
 # -- tool calls ----------------------------------------------------------------
-def _api_resource(tool_name: str, args: Mapping[str, Any]) -> str:
+def _api_resource(tool_name: str, args: Mapping[str, Any], query: bool = False) -> str:
+    """``api:<tool>`` plus its id-like arguments (every scalar argument for a
+    search or list: the query is what identifies what was read)."""
     parts = []
     for key in sorted(args):
         lowered = key.lower()
-        if lowered in _ID_KEYS or lowered.endswith(("_id", "id", "_number", "_code")):
+        if (
+            query
+            or lowered in _ID_KEYS
+            or lowered.endswith(("_id", "id", "_number", "_code"))
+        ):
             value = args[key]
             if isinstance(value, str | int) and not isinstance(value, bool):
-                parts.append(f"{key}={str(value)[:60]}")
+                parts.append(f"{key}={cut(str(value), 60)}")
     suffix = ("?" + "&".join(parts)) if parts else ""
-    return f"api:{tool_name}{suffix}"[:MAX_RESOURCE_CHARS]
+    return cut(f"api:{tool_name}{suffix}", MAX_RESOURCE_CHARS)
 
 
 def call_ops(tool_name: str, arguments: str, state: TrailState) -> list[Op]:
@@ -479,6 +557,8 @@ def call_ops(tool_name: str, arguments: str, state: TrailState) -> list[Op]:
     args = _args(arguments)
     if lowered in SKIP_TOOLS:
         return []
+    if lowered in LOOK_TOOLS and args is not None:
+        return [_look_tool_op(tool_name, lowered, args, state)]
     if lowered in SHELL_TOOLS:
         command = (
             _str(args, "command", "cmd", "code") if args is not None else arguments
@@ -538,7 +618,7 @@ def _named_tool_ops(
     if _TEST_TOOL.search(lowered):
         target = _str(args, "suite", "path", "target", "tests", "test", "file")
         resource = f"{tool_name} {target}" if target else tool_name
-        return [Op("test", resource[:MAX_RESOURCE_CHARS], tool_name)]
+        return [Op("test", cut(resource, MAX_RESOURCE_CHARS), tool_name)]
     words = _words(tool_name)
     verb = words[0] if words else ""
     operation = (
@@ -557,7 +637,8 @@ def _named_tool_ops(
     digest = (
         sha256_text(canonical_json(args)) if operation in ("create", "write") else None
     )
-    return [Op(operation, _api_resource(tool_name, args), verb, digest)]
+    query = operation == "read" and verb in QUERY_VERBS
+    return [Op(operation, _api_resource(tool_name, args, query), verb, digest)]
 
 
 def text_action(content: str) -> str | None:
@@ -613,7 +694,7 @@ def parse_test_outcome(output: str | None) -> tuple[str, str] | None:
         body = summaries[-1]["body"].strip()
         failed = re.search(r"\b\d+ (?:failed|errors?)\b", body) is not None
         if re.search(r"\b\d+ passed\b", body) or failed:
-            return ("failed" if failed else "passed", body[:120])
+            return ("failed" if failed else "passed", cut(body, 120))
     unit = list(_UNITTEST.finditer(output))
     if unit:
         last = unit[-1]
@@ -668,11 +749,16 @@ def _id_facts(key_fields: str) -> str:
         return ""
     if not isinstance(value, dict):
         return ""
-    return ", ".join(
-        f"{k}={v}"
-        for k, v in sorted(value.items())
-        if _ID_FACT.search(k) and isinstance(v, str | int) and not isinstance(v, bool)
-    )[:120]
+    return cut(
+        ", ".join(
+            f"{k}={v}"
+            for k, v in sorted(value.items())
+            if _ID_FACT.search(k)
+            and isinstance(v, str | int)
+            and not isinstance(v, bool)
+        ),
+        120,
+    )
 
 
 @dataclass
@@ -739,7 +825,7 @@ def derive_trail(data: TrailInput) -> list[ArtifactTrailEntry]:
                 pending = _Pending(
                     message,
                     None,
-                    (action.split() or ["action"])[0][:40],
+                    cut((action.split() or ["action"])[0], 40),
                     text_action_ops(action, state),
                     "text_action",
                     0,
@@ -799,12 +885,12 @@ def _entries(pending: _Pending, data: TrailInput) -> Iterable[ArtifactTrailEntry
             tool_call_id=pending.call_id,
             tool_name=pending.tool_name,
             operation=op.operation,  # type: ignore[arg-type]
-            resource=op.resource[:MAX_RESOURCE_CHARS],
+            resource=cut(op.resource, MAX_RESOURCE_CHARS),
             content_hash=op.content_hash,
             outcome=outcome,  # type: ignore[arg-type]
             result_turn=pending.result.turn if pending.result else None,
             artifact_ref=pending.artifact_ref,
-            detail=detail[:200],
+            detail=cut(detail, 200),
             source=pending.source,  # type: ignore[arg-type]
             run_id=data.run_id,
         )

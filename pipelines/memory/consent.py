@@ -7,6 +7,11 @@ A consent input is JSONL, one event per line (docs/memory.md)::
     {"event": "withdraw", "tenant_id": "acme", "subject_id": "u-1",
      "purpose": "support", "basis": "consent", "at": "2026-05-01T00:00:00Z"}
 
+A line may state a ``source`` (``user_stated | system_record | model_inferred``;
+any other value is stored as ``unknown``, not dead-lettered). A grant of
+``unknown`` source is stored but never a basis: it admits nothing and serves
+nothing (a withdrawal counts whatever its source, the safe side).
+
 A grant is live at ``t`` when its ``effective_at <= t``, it has not ended by itself
 (``expires_at``), and no withdrawal of the same tenant, subject, purpose (or
 ``"*"``) and basis (or any basis, when the withdrawal names none) happened at or
@@ -18,11 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from schemas.memory import ConsentRecord, MemorySettings
+from schemas.memory import ConsentRecord, MemorySettings, source_kind
 
 
 class ConsentLine(BaseModel):
@@ -37,6 +42,8 @@ class ConsentLine(BaseModel):
     basis: str | None = None
     at: datetime
     expires_at: datetime | None = None
+    #: Any JSON value: an unrecognised one is stored as ``unknown``.
+    source: Any = None
 
     @field_validator("at", "expires_at")
     @classmethod
@@ -72,6 +79,7 @@ def consent_record(
     if line.basis is not None and line.basis not in settings.bases:
         raise ConsentError("unknown_basis", "basis is not listed in the policy")
     tenant = line.tenant_id or default_tenant
+    source = None if line.source is None else source_kind(line.source, "unknown")
     return ConsentRecord(
         consent_id=ConsentRecord.id_for(
             tenant,
@@ -81,7 +89,9 @@ def consent_record(
             line.event,
             line.at,
             line.expires_at,
+            source,
         ),
+        source=source,
         tenant_id=tenant,
         subject_id=line.subject_id,
         purpose=line.purpose,
@@ -118,11 +128,7 @@ def live_grants(
     withdrawals = [e for e in relevant if e.event == "withdraw"]
     live = []
     for grant in relevant:
-        if (
-            grant.event != "grant"
-            or grant.purpose != purpose
-            or grant.effective_at > at
-        ):
+        if not grant.is_basis or grant.purpose != purpose or grant.effective_at > at:
             continue
         if grant.expires_at is not None and grant.expires_at <= at:
             continue
@@ -167,7 +173,7 @@ def had_grant(
 ) -> bool:
     """Was any grant for the purpose given at or before ``at`` (live or not)?"""
     return any(
-        e.event == "grant"
+        e.is_basis
         and e.tenant_id == tenant_id
         and e.subject_id == subject_id
         and e.purpose == purpose

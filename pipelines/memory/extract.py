@@ -9,7 +9,16 @@
 * ``model_inferred``: an assistant sentence that concludes something about the
   user ("it seems you prefer ..."); stored, served only as a hypothesis.
 * ``system_record``: a tool result's top-level JSON key listed in the policy's
-  ``memory.system_fields`` (``plan: Pro``), with the tool message as provenance.
+  ``memory.system_fields`` (``plan: Pro``), with the tool message as provenance;
+  for a rule with ``arguments: true`` also the key in the arguments of a call
+  whose result did not fail (``username`` of an accepted login), with the
+  calling message and ``field="tool_arguments"`` as provenance.
+
+A user sentence is split into clauses ("my username is foo, and my password is
+bar"); a clause about a credential, a mood, a one-off request or a transaction
+object's id (``patterns.not_a_memory``) is never a candidate. A bare reply to
+the agent's question for one attribute ("your user ID?" -> "it's mia_li_3668")
+fills that attribute (``patterns.answer``).
 
 Every candidate gets the message's purpose (``PurposeClassifier``), the session's
 subject (``subjects``) and a content-hash id. Candidates are not yet memories:
@@ -38,12 +47,12 @@ from pipelines.memory.classify import (
     kind_prototypes,
 )
 from pipelines.memory.subjects import subject_for
-from pipelines.memory.text import sentences
-from schemas import Message, Session, ToolObservation, content_hash
+from pipelines.memory.text import Sentence, sentences
+from schemas import Message, Session, ToolCall, ToolObservation, content_hash
 from schemas.memory import MemoryKind, MemorySettings, MemorySource, Provenance
 
 #: Bump when extraction logic changes; part of every candidate's extractor_version.
-EXTRACTOR_VERSION = "2"
+EXTRACTOR_VERSION = "3"
 MIN_WORDS = 3
 MAX_SENTENCE_CHARS = 600
 #: Pleasantries and one-off requests: never memories, so never sent to the model
@@ -54,6 +63,33 @@ _NOT_A_STATEMENT = re.compile(
     r"run|open|send|tell|show|find|help|fix|try|see|confirm|update|share))\b)",
     re.IGNORECASE,
 )
+
+
+#: Where one statement ends and the next begins inside a sentence: "my username
+#: is foo, and my password is bar" states two things (one of them never kept).
+_CLAUSE = re.compile(
+    r"(?:\s*[,;]\s*(?:and\s+)?|\s+and\s+)(?=my\s|(?:the\s+)?(?:password|passcode|"
+    r"token|email|e-mail|username|user\s*id|phone)\s+(?:is|was)\b)",
+    re.IGNORECASE,
+)
+
+
+def clauses(sentence: Sentence) -> list[Sentence]:
+    """A statement sentence split before each "..., and my <x>" (spans kept)."""
+    if sentence.is_question:
+        return [sentence]
+    out = []
+    position = 0
+    for match in [*_CLAUSE.finditer(sentence.text), None]:
+        end = match.start() if match else len(sentence.text)
+        chunk = sentence.text[position:end]
+        stripped = chunk.strip()
+        if stripped:
+            start = sentence.start + position + (len(chunk) - len(chunk.lstrip()))
+            out.append(Sentence(stripped, start, start + len(stripped)))
+        if match:
+            position = match.end()
+    return out
 
 
 class TransientError(RuntimeError):
@@ -122,6 +158,8 @@ class SessionContext:
     messages: list[Message]
     observations: list[ToolObservation] = field(default_factory=list)
     subject_id: str = ""
+    _calls: dict[str, tuple[Message, ToolCall]] | None = field(default=None, repr=False)
+    _positions: dict[str, int] | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -143,6 +181,29 @@ class SessionContext:
 
     def time_of(self, message: Message) -> datetime | None:
         return message.created_at or self.session.started_at
+
+    def question_before(self, message: Message) -> str | None:
+        """The assistant's text just before a user message (what it answers)."""
+        if self._positions is None:
+            self._positions = {m.message_id: i for i, m in enumerate(self.messages)}
+        index = self._positions.get(message.message_id, 0)
+        for earlier in reversed(self.messages[:index]):
+            if earlier.role == "user":
+                return None
+            if earlier.role == "assistant" and earlier.content.strip():
+                return earlier.content
+        return None
+
+    def call(self, call_id: str) -> tuple[Message, ToolCall] | None:
+        """The assistant message and tool call a result answers (by call id)."""
+        if self._calls is None:
+            self._calls = {
+                c.call_id: (m, c)
+                for m in self.messages
+                if m.role == "assistant"
+                for c in m.tool_calls
+            }
+        return self._calls.get(call_id)
 
 
 @dataclass
@@ -226,11 +287,12 @@ class RuleExtractor:
         if self.encode is None:
             return
         pending = [
-            s.text
+            c.text
             for m in ctx.messages
             if m.role == "user"
             for s in sentences(m.content)
-            if self._wants_classifier(s)
+            for c in clauses(s)
+            if self._wants_classifier(c)
         ]
         if pending:
             self.encode(pending)
@@ -242,6 +304,8 @@ class RuleExtractor:
             and len(sentence.text) <= MAX_SENTENCE_CHARS
             and len(sentence.text.split()) >= MIN_WORDS
             and not _NOT_A_STATEMENT.match(sentence.text)
+            and not patterns.not_a_memory(sentence.text)
+            and not patterns.about_credential(sentence.text)
             and patterns.match_user_sentence(sentence.text) is None
         )
 
@@ -257,13 +321,24 @@ class RuleExtractor:
     def _user(self, ctx: SessionContext, message: Message) -> list[Draft]:
         out: list[Draft] = []
         pending = []
-        for sentence in sentences(message.content):
-            if sentence.is_question or len(sentence.text) > MAX_SENTENCE_CHARS:
+        found = [c for s in sentences(message.content) for c in clauses(s)]
+        for index, sentence in enumerate(found):
+            if len(sentence.text) > MAX_SENTENCE_CHARS or patterns.about_credential(
+                sentence.text
+            ):
                 continue
-            if len(sentence.text.split()) < MIN_WORDS:
-                continue
-            hit = patterns.match_user_sentence(sentence.text)
-            if hit is None and _NOT_A_STATEMENT.match(sentence.text):
+            if sentence.is_question:
+                hit = patterns.match_question(sentence.text)
+            else:
+                hit = patterns.match_user_sentence(sentence.text)
+                if hit is None:
+                    hit = self._answer(ctx, message, found, index)
+            if hit is None and (
+                sentence.is_question
+                or len(sentence.text.split()) < MIN_WORDS
+                or _NOT_A_STATEMENT.match(sentence.text)
+                or patterns.not_a_memory(sentence.text)
+            ):
                 continue
             if hit is not None:
                 out.append(
@@ -303,6 +378,25 @@ class RuleExtractor:
                     )
                 )
         return out
+
+    @staticmethod
+    def _answer(ctx: SessionContext, message: Message, found, index: int):
+        """A bare reply to a question for one attribute: the user's own question
+        just before it in the message, or the agent's last message."""
+        if index > 0 and found[index - 1].is_question:
+            question = found[index - 1].text
+        elif index == 0:
+            question = ctx.question_before(message)
+        else:
+            question = None
+        if not question:
+            return None
+        if index == 0 and not any(s.is_question for s in sentences(question)):
+            return None  # the agent asked nothing: the reply answers nothing
+        answered = patterns.answer(question, found[index].text) if question else None
+        if answered is None:
+            return None
+        return patterns.PatternHit("identity", answered[0], answered[1], "answer")
 
     @staticmethod
     def _slot(kind: str, text: str) -> tuple[str | None, str | None]:
@@ -347,34 +441,100 @@ class RuleExtractor:
             facts = json.loads(observation.key_fields or "{}")
             for key in sorted(facts):
                 rule = fields.get(key.lower())
-                value = facts[key]
-                if rule is None or isinstance(value, dict | list) or value is None:
-                    continue
-                if isinstance(value, str) and value.startswith("<list of"):
-                    continue
-                text = f"{rule.label}: {value}"
-                out.append(
-                    Draft(
-                        message,
-                        rule.kind,
-                        "system_record",
-                        text,
-                        key.lower(),
-                        str(value),
-                        1.0,
-                        f"tool:{observation.tool_name or 'unknown'}",
-                        Provenance(
-                            session_id=ctx.session.session_id,
-                            message_id=message.message_id,
-                            turn=message.turn,
-                            field="tool_output",
-                            json_key=key,
-                        ),
-                        purpose=rule.purpose,
-                        version=self.version,
-                    )
+                draft = self._system_draft(
+                    ctx,
+                    message,
+                    observation,
+                    rule,
+                    key,
+                    facts[key],
+                    message,
+                    "tool_output",
                 )
+                if draft is not None:
+                    out.append(draft)
+            out.extend(self._argument_drafts(ctx, message, observation))
         return out
+
+    def _argument_drafts(
+        self, ctx: SessionContext, message: Message, observation: ToolObservation
+    ) -> list[Draft]:
+        """System records from the arguments of a call that did not fail.
+
+        Only keys whose policy rule says ``arguments: true``. A call succeeded
+        when its result says ``ok``, or, where the format gives no status, when
+        the result is structured JSON (an ``Error: ...`` text is not).
+        """
+        if observation.status == "error" or not observation.tool_call_id:
+            return []
+        if observation.status != "ok" and observation.key_fields in ("", "{}"):
+            return []
+        found = ctx.call(observation.tool_call_id)
+        if found is None:
+            return []
+        caller, call = found
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            return []
+        if not isinstance(arguments, dict):
+            return []
+        out = []
+        for key in sorted(arguments):
+            rule = self.settings.system_fields.get(key.lower())
+            if rule is None or not rule.arguments:
+                continue
+            draft = self._system_draft(
+                ctx,
+                message,
+                observation,
+                rule,
+                key,
+                arguments[key],
+                caller,
+                "tool_arguments",
+            )
+            if draft is not None:
+                out.append(draft)
+        return out
+
+    def _system_draft(
+        self,
+        ctx: SessionContext,
+        message: Message,
+        observation: ToolObservation,
+        rule,
+        key: str,
+        value,
+        where: Message,
+        field_name: str,
+    ) -> Draft | None:
+        """``<label>: <value>`` of one policy-listed key (None: not a fact)."""
+        if rule is None or isinstance(value, dict | list) or value is None:
+            return None
+        if isinstance(value, bool) or str(value).strip() == "":
+            return None
+        if isinstance(value, str) and value.startswith("<list of"):
+            return None
+        return Draft(
+            message,
+            rule.kind,
+            "system_record",
+            f"{rule.label}: {value}",
+            key.lower(),
+            str(value),
+            1.0,
+            f"tool:{observation.tool_name or 'unknown'}",
+            Provenance(
+                session_id=ctx.session.session_id,
+                message_id=where.message_id,
+                turn=where.turn,
+                field=field_name,
+                json_key=key,
+            ),
+            purpose=rule.purpose,
+            version=self.version,
+        )
 
 
 def extract_session(

@@ -6,8 +6,10 @@ For each candidate, in order (the first failing check is the rejection reason):
 1a. ``secret_in_text``: its text (or value) still matches a secret rule after
    redaction (``pipelines.redact.residual``): defense in depth, a secret the
    redactor missed is never stored as a memory, whatever its basis;
-2. ``unknown_source``: only ``user_stated``, ``system_record`` and
-   ``model_inferred`` are stored;
+2. (no check) a candidate of ``unknown`` source (an input stated a source
+   that is not ``user_stated | system_record | model_inferred``) is gated like
+   any other and stored as ``unknown``: the query layer never serves it
+   (``memories_served``, the serving replica, ``pack``), but it is counted;
 3. ``no_purpose``: the policy lists no purpose it could be scoped to;
 4. ``no_retention_rule``: the policy gives no retention for its source and kind
    (there is no built-in default);
@@ -17,8 +19,13 @@ For each candidate, in order (the first failing check is the rejection reason):
    given before that time and then withdrawn or ended).
 
 Rejections are records too (``MemoryRejection``): never silently dropped, and they
-never carry the text. A memory's time is ``valid_from`` (the message's time), or
-the run's time when the source has none.
+never carry the text. A ``no_basis`` rejection of a transcript span is also a
+re-admission pointer (``readmission = "pending"``, ``pipelines.memory.readmit``):
+a later grant for its tenant, subject and purpose re-admits it on the next
+nightly, re-read from the redacted ``messages`` row, with no backfill.
+
+A memory's time is ``valid_from`` (the message's time), or the run's time when
+the source has none.
 """
 
 from __future__ import annotations
@@ -29,10 +36,10 @@ from datetime import datetime, timedelta
 
 from pipelines.memory.consent import had_grant, live_basis
 from pipelines.memory.extract import MemoryCandidate
+from pipelines.memory.readmit import NO_BASIS, readmittable
 from pipelines.redact.residual import secret_in_text
 from schemas import content_hash
 from schemas.memory import (
-    KNOWN_SOURCES,
     ConsentRecord,
     MemoryRecord,
     MemoryRejection,
@@ -58,7 +65,9 @@ def rejection(
     policy_version: str,
     run_id: str,
 ) -> MemoryRejection:
-    """The rejection record of a candidate (no text kept)."""
+    """The rejection record of a candidate (no text kept); a ``no_basis`` one
+    of a re-derivable span is a pending re-admission pointer."""
+    pending = reason == NO_BASIS and readmittable(candidate)
     return MemoryRejection(
         rejection_id=content_hash(candidate.memory_id, reason, prefix="rej_"),
         memory_id=candidate.memory_id,
@@ -73,6 +82,10 @@ def rejection(
         recorded_at=recorded_at,
         policy_version=policy_version,
         run_id=run_id,
+        extractor_version=candidate.extractor_version,
+        confidence=candidate.confidence,
+        valid_from=candidate.valid_from,
+        readmission="pending" if pending else None,
     )
 
 
@@ -84,11 +97,18 @@ def gate_candidates(
     now: datetime,
     policy_version: str,
     run_id: str,
+    basis_at: datetime | None = None,
 ) -> GateResult:
-    """Decide every candidate (see the module docstring)."""
+    """Decide every candidate (see the module docstring).
+
+    ``basis_at``: when the basis must be live (default: each memory's own
+    time); re-admission (``pipelines.memory.readmit``) checks it *now*, since
+    the grant that admits a statement may postdate it.
+    """
     result = GateResult()
     for candidate in candidates:
         when = candidate.valid_from or now
+        basis_time = basis_at or when
         reason: str | None = candidate.reject_reason
         days = settings.retention_days(candidate.source, candidate.kind)
         grant = None
@@ -96,8 +116,6 @@ def gate_candidates(
             secret_in_text(candidate.text) or secret_in_text(candidate.value or "")
         ):
             reason = SECRET_IN_TEXT
-        if reason is None and candidate.source not in KNOWN_SOURCES:
-            reason = "unknown_source"
         if reason is None and (
             candidate.purpose is None or candidate.purpose not in settings.purpose_names
         ):
@@ -113,7 +131,7 @@ def gate_candidates(
                 candidate.tenant_id,
                 candidate.subject_id,
                 candidate.purpose,
-                when,
+                basis_time,
                 settings.bases,
             )
             if grant is None:
@@ -124,9 +142,9 @@ def gate_candidates(
                         candidate.tenant_id,
                         candidate.subject_id,
                         candidate.purpose,
-                        when,
+                        basis_time,
                     )
-                    else "no_basis"
+                    else NO_BASIS
                 )
         if reason is not None:
             result.rejections.append(

@@ -14,8 +14,11 @@ A system-record line (docs/memory.md)::
      "text": "Key created 3 days ago", "observed_at": "2026-11-27T09:00:00Z"}
 
 Optional: ``tenant_id``, ``kind`` (default ``account_state``), ``valid_from``
-(default ``observed_at``), ``valid_to``. The text is redacted like any message
-before it becomes a candidate (the caller passes the redactor).
+(default ``observed_at``), ``valid_to``, ``source`` (default ``system_record``;
+one of ``user_stated | system_record | model_inferred``, any other value is
+stored as ``unknown``: kept and counted, never served, not a dead letter).
+The text is redacted like any message before it becomes a candidate (the caller
+passes the redactor).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -47,7 +51,13 @@ from pipelines.ingest.landing import (
 from pipelines.ingest.sources import JsonRecord, iter_jsonl
 from pipelines.memory.consent import ConsentError, ConsentLine, consent_record
 from pipelines.memory.extract import EXTRACTOR_VERSION, MemoryCandidate, memory_id_for
-from schemas.memory import ConsentRecord, MemoryKind, MemorySettings, Provenance
+from schemas.memory import (
+    ConsentRecord,
+    MemoryKind,
+    MemorySettings,
+    Provenance,
+    source_kind,
+)
 
 INPUT_SUFFIXES = (".jsonl", ".ndjson", ".json")
 CONSENT = "consent"
@@ -259,6 +269,8 @@ class SystemRecordLine(BaseModel):
     observed_at: datetime
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    #: Any JSON value: an unrecognised one is stored as ``unknown``.
+    source: Any = None
 
     @field_validator("observed_at", "valid_from", "valid_to")
     @classmethod
@@ -312,6 +324,7 @@ def parse_system_records_file(
             input_ref=f"{item.rel_path}#{record.offset}",
         )
         valid_from = line.valid_from or line.observed_at
+        source = source_kind(line.source, "system_record")
         parsed.candidates.append(
             MemoryCandidate(
                 memory_id=memory_id_for(
@@ -319,7 +332,7 @@ def parse_system_records_file(
                     line.subject_id,
                     line.purpose,
                     line.kind,
-                    "system_record",
+                    source,
                     text,
                     provenance,
                 ),
@@ -327,7 +340,7 @@ def parse_system_records_file(
                 subject_id=line.subject_id,
                 purpose=line.purpose,
                 kind=line.kind,
-                source="system_record",
+                source=source,
                 text=text,
                 slot=line.key.strip().lower(),
                 value=None,

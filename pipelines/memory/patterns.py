@@ -10,7 +10,17 @@ its ``slot`` (what it is about) and ``value``:
 * preferences: "I prefer short answers" (slot ``preference:answers``);
 * identity: "I'm <PERSON:ab12cd34>", "I am the account owner";
 * facts: "the affected shard is pay-shard-7" (slot ``affected_shard``);
-* inferences in assistant text: "it seems you prefer ...", "you appear to ...".
+* inferences in assistant text: "it seems you prefer ...", "you appear to ...";
+* membership tiers ("I'm a silver member", "my Gold membership"), where the user
+  lives ("I live in Princeton"), ids given as a name ("I'm omar_rossi_1241"),
+  "under the name <name>", and a short reply to an agent's question for an
+  attribute ("Could you provide your user ID?" -> "Sure, it's mia_li_3668").
+
+``not_a_memory`` names what is never a memory however it is phrased: moods and
+complaints ("I'm really unhappy with the service"), one-off requests ("I want to
+cancel this booking") and ids of transaction objects (a reservation, order,
+appointment or ticket number): they are session events, not facts about the
+subject.
 
 A sentence no rule matches goes to the prototype classifier (``classify``).
 Placeholders such as ``<PERSON:ab12cd34>`` are treated as values.
@@ -22,7 +32,7 @@ import re
 from dataclasses import dataclass
 
 #: Bump when a rule changes what it extracts (part of the extractor version).
-PATTERNS_VERSION = "3"
+PATTERNS_VERSION = "4"
 
 _PLACEHOLDER = r"<[A-Z][A-Z0-9_]*(?::[0-9a-f]+)?>"
 _TOKEN = rf"(?:{_PLACEHOLDER}|[A-Za-z0-9$][\w.@+\-/$,]*[\w$]|[A-Za-z0-9$])"
@@ -30,18 +40,21 @@ _TOKEN = rf"(?:{_PLACEHOLDER}|[A-Za-z0-9$][\w.@+\-/$,]*[\w$]|[A-Za-z0-9$])"
 _ATTR_NOUNS = (
     r"(?:number|no\.?|id|account|email|e-mail|address|name|username|handle|phone|"
     r"plan|timezone|time zone|language|title|role|team|manager|department|company|"
-    r"employer|pronouns|login|extension|desk|office|region|currency|locale)"
+    r"employer|pronouns|login|extension|desk|office|region|currency|locale|"
+    r"identifier)"
 )
 _COPULA = (
     r"(?:is now|is|=|:|has changed to|has been changed to|changed to|"
     r"was changed to|is changing to|became|becomes|will be|should be|now is|"
-    r"has become|moved to|is set to)"
+    r"has become|moved to|is set to|, it's|, it is|, which is)"
 )
+_QUOTE = "[\"'\u201c\u201d\u2018\u2019]"
 # "my employee number is 4417" / "my employee number changed to 4471"
 _ATTR_COPULA = re.compile(
     rf"\bmy\s+(?P<slot>(?:[a-z][\w-]*\s+){{0,2}}?{_ATTR_NOUNS})\s*{_COPULA}\s+"
-    rf"(?:now\s+)?(?P<value>{_TOKEN}(?:\s+{_TOKEN}){{0,3}}?)(?=\s*(?:[,;.!?)]|$|\s+"
-    r"(?:after|since|because|and|but|for|from|so|when|until|as|on|in)\b))",
+    rf"(?:now\s+)?{_QUOTE}?(?P<value>{_TOKEN}(?:\s+{_TOKEN}){{0,3}}?){_QUOTE}?"
+    r"(?=\s*(?:[,;.!?)]|$|\s+(?:after|since|because|and|but|for|from|so|when|until|"
+    r"as|on|in)\b))",
     re.IGNORECASE,
 )
 # "my employee number 4417" (no verb: the value must look like an identifier)
@@ -51,6 +64,12 @@ _ATTR_ID = re.compile(
     re.IGNORECASE,
 )
 
+# "Email is x@y" / "the user ID is 12345" at the start of a sentence or clause
+_ATTR_BARE = re.compile(
+    rf"^(?:the\s+)?(?P<slot>(?:user\s*)?(?:{_ATTR_NOUNS[3:-1]}))\s+(?:is|=|:)\s+"
+    rf"{_QUOTE}?(?P<value>{_TOKEN}){_QUOTE}?\s*[.!]?$",
+    re.IGNORECASE,
+)
 _RULE_START = re.compile(
     r"^(?:(?:also|and|so|meanwhile|ok|okay|please|remember)[,:]?\s+)*"
     r"(?:do not|don't|never|always|make sure|only ever|be sure to|remember to)\b",
@@ -69,10 +88,20 @@ _RULE_ANYWHERE = re.compile(
 )
 
 _PREFERENCE = re.compile(
-    r"\bI\s+(?:really\s+|strongly\s+|generally\s+|usually\s+|always\s+)?"
-    r"(?P<verb>prefer|would prefer|'d prefer|would rather have|'d rather have|"
+    r"\bI(?:\s+|(?=['\u2019]))(?:really\s+|strongly\s+|generally\s+|usually\s+|"
+    r"always\s+)?(?P<verb>prefer|would prefer|['\u2019]d prefer|would rather have|"
+    r"['\u2019]d rather have|"
     r"like|love|enjoy|hate|dislike|don't like|do not like|can't stand)\s+"
     r"(?!to\b|it\b|that\b|this\b|you\b|if\b|when\b)(?P<value>[^,;.!?]+)",
+    re.IGNORECASE,
+)
+#: A preferred "value" that picks among offered options or asks for a one-off
+#: outcome ("the cheapest option", "a flight that departs after 8", "not to be
+#: transferred", "a full refund"): a choice in this session, not a standing
+#: preference.
+_ONE_OFF_VALUE = re.compile(
+    r"^(?:a|an|the|this|that|these|those|not to be)\b|\b(?:option|options|one|"
+    r"refund|transfer|transferred|cheapest)\b(?!-)",
     re.IGNORECASE,
 )
 _KEEP_PREFERENCE = re.compile(
@@ -85,6 +114,63 @@ _IDENTITY = re.compile(
     r"(?:^|[,.;!]\s*|\b(?:hi|hello|hey)[,!]?\s+)(?:I am|I'm|my name is|this is|call me)"
     rf"\s+(?P<value>{_PLACEHOLDER}|(?:a|an|the)\s+[a-z][\w-]*(?:\s+[a-z][\w-]*){{0,3}}|"
     r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)",
+)
+#: "I'm omar_rossi_1241": a login-like token (letters, then ``_``/``.``/digits).
+_HANDLE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)*[._]?\d+[A-Za-z0-9]*")
+_IDENTITY_HANDLE = re.compile(
+    r"(?:^|[,.;!]\s*|\b(?:but|and|hi|hello|hey)[,!]?\s+)(?:I am|I'm|I\u2019m)\s+"
+    r"(?P<value>[A-Za-z][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+)\b"
+)
+_MEMBERSHIP = re.compile(
+    r"\b(?:(?i:I am|I'm|I\u2019m|as)\s+(?:a|an)\s+(?:valued\s+|loyal\s+)?"
+    r"(?P<tier>{tiers})\s+(?:member|customer|tier)\b|"
+    r"\b(?i:my)\s+(?P<tier2>{tiers})\s+(?:membership|status|tier|plan)\b)"
+)
+_TIERS = (
+    r"[Gg]old|[Ss]ilver|[Bb]ronze|[Pp]latinum|[Dd]iamond|[Pp]remium|[Rr]egular|"
+    r"[Bb]asic|[Pp]ro|[Pp]lus|[Ee]lite|VIP|[Ee]nterprise|[Ff]ree"
+)
+_MEMBERSHIP = re.compile(_MEMBERSHIP.pattern.format(tiers=_TIERS))
+_LIVES = re.compile(
+    r"\bI\s+(?:actually\s+|currently\s+|now\s+)?(?:live|reside|am based|'m based)"
+    r"\s+in\s+(?P<value>[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,2})"
+)
+_UNDER_NAME = re.compile(
+    r"\bunder\s+(?:the\s+name(?:\s+of)?\s+"
+    rf"(?P<value>{_PLACEHOLDER}|[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)"
+    r"|(?P<value2>[A-Z][a-z]+\s+[A-Z][a-z]+)['\u2019]s\s+name)\b"
+)
+#: Never memories (see the module docstring).
+_MOOD = re.compile(
+    r"\bI(?:'m|\u2019m| am)\s+(?:(?:really|so|very|quite|extremely|a bit|a little|"
+    r"feeling|getting|also|just)\s+)*(?:unhappy|upset|frustrated|angry|disappointed|"
+    r"annoyed|furious|sorry|sick|unwell|ill|worried|concerned|confused|tired|sad|"
+    r"stressed|happy|glad|pleased|grateful)\b|\bI(?:'m|\u2019m| am)\s+feeling\b",
+    re.IGNORECASE,
+)
+_REQUEST = re.compile(
+    r"^(?:(?:hi|hello|hey|sure|yes|ok|okay|well|also|and|so|actually|great)[,!.]?\s+)*"
+    r"(?:I(?:'d|\u2019d| would)?\s+(?:really\s+)?(?:like|want|need|wish|hope|have)"
+    r"\s+to|I(?:'ll|\u2019ll| will)|let's|please)\s+(?:cancel|change|book|modify|"
+    r"upgrade|downgrade|add|remove|update|reschedule|check|know|get|make|switch|move|"
+    r"delete|set|record|register|find|see|ask|speak|talk|proceed|go|use|pay|keep|"
+    r"confirm|try|look|request|open|close|create|schedule|reserve|apply|query|"
+    r"transfer|buy|order|sign)\b",
+    re.IGNORECASE,
+)
+#: A time or date given for this request ("The time is 10:00 AM.", "8 am
+#: tomorrow.", "Tomorrow at 2pm"): a detail of the session, never a memory.
+_WHEN = re.compile(
+    r"^(?:(?:the\s+)?(?:time|date|day|start time|end time|check-in|check-out)\s+"
+    r"(?:is|was|will be|should be)\b|(?:on\s+|at\s+)?(?:\d{1,2}(?::\d{2})?\s*"
+    r"(?:a\.?m\.?|p\.?m\.?)|tomorrow|today|tonight|next\s+\w+)\b)",
+    re.IGNORECASE,
+)
+_TRANSACTION_ID = re.compile(
+    r"\b(?:reservation|booking|order|ticket|appointment|confirmation|transaction|"
+    r"case|registration|tracking|invoice|flight|verification)\s*(?:id|number|no\.?|"
+    r"code|#)",
+    re.IGNORECASE,
 )
 _NOT_ROLE = re.compile(r"^(?:a|an|the)\s+(?:bit|little|lot|few|moment|second)\b")
 
@@ -164,8 +250,12 @@ def _head(value: str) -> str:
 
 def attribute(text: str) -> tuple[str, str] | None:
     """``(slot, value)`` of a "my <attribute> ... <value>" statement, if any."""
-    match = _ATTR_COPULA.search(text) or _ATTR_ID.search(text)
-    if not match:
+    match = (
+        _ATTR_COPULA.search(text) or _ATTR_ID.search(text) or _ATTR_BARE.search(text)
+    )
+    if not match or _TRANSACTION_ID.search(
+        normalize_slot(match.group("slot")).replace("_", " ")
+    ):
         return None
     value = normalize_value(match.group("value"))
     if not value:
@@ -183,6 +273,8 @@ def preference(text: str) -> tuple[str, str] | None:
     match = _PREFERENCE.search(text)
     if match:
         value = normalize_value(match.group("value"))
+        if _ONE_OFF_VALUE.search(value):
+            return None
         verb = match.group("verb").lower()
         if any(neg in verb for neg in ("hate", "dislike", "don't", "do not", "can't")):
             value = f"not {value}"
@@ -201,11 +293,113 @@ def identity(text: str) -> tuple[str, str] | None:
     value = normalize_value(match.group("value"))
     if value.startswith("<"):
         return ("name" if value.startswith("<PERSON") else "identity"), value
+    if _HANDLE.fullmatch(value):
+        return "user_id", value
     if value[:1].islower():
         if _NOT_ROLE.match(value):
             return None
         return "role", value
     return "name", value
+
+
+def membership(text: str) -> tuple[str, str] | None:
+    """``("membership", "silver")`` of "I'm a silver member" / "my Gold membership"."""
+    match = _MEMBERSHIP.search(text)
+    if not match:
+        return None
+    return "membership", (match.group("tier") or match.group("tier2")).lower()
+
+
+def residence(text: str) -> tuple[str, str] | None:
+    """``("home_city", "Princeton")`` of "I live in Princeton"."""
+    match = _LIVES.search(text)
+    return ("home_city", match.group("value")) if match else None
+
+
+def named(text: str) -> tuple[str, str] | None:
+    """``("name", ...)`` of "... under the name Sarah Johnson" / "I'm omar_1"."""
+    match = _UNDER_NAME.search(text)
+    if match:
+        return "name", normalize_value(match.group("value") or match.group("value2"))
+    match = _IDENTITY_HANDLE.search(text)
+    if match:
+        return "user_id", normalize_value(match.group("value"))
+    return None
+
+
+#: A statement about a credential is never a memory, whatever else it says
+#: (the gate would reject a leaked value anyway; this keeps it out of the model).
+_CREDENTIAL = re.compile(
+    r"\b(?:password|passcode|passphrase|pin code|token|secret|verification code|"
+    r"security code|api key|cvv)\b",
+    re.IGNORECASE,
+)
+
+
+def about_credential(text: str) -> bool:
+    """Does the text talk about a password, token or code?"""
+    return bool(_CREDENTIAL.search(text))
+
+
+def not_a_memory(text: str) -> bool:
+    """A mood, a one-off request or a transaction object's id (never a memory)."""
+    return bool(
+        _MOOD.search(text)
+        or _REQUEST.search(text)
+        or _TRANSACTION_ID.search(text)
+        or _WHEN.search(text)
+    )
+
+
+#: An agent question asking for one attribute: the slot the reply fills.
+_ASKED = (
+    ("user_id", re.compile(r"\buser\s*id\b|\buser\s+profile\b", re.IGNORECASE)),
+    ("username", re.compile(r"\buser\s*name\b|\blogin\b", re.IGNORECASE)),
+    ("email", re.compile(r"\be-?mail\b", re.IGNORECASE)),
+    ("name", re.compile(r"\b(?:your|my)\s+(?:full\s+)?name\b", re.IGNORECASE)),
+)
+#: Questions that also ask for a secret: the reply is never read as an answer.
+_ASKS_SECRET = re.compile(
+    r"\b(?:password|passcode|pin|token|secret|verification code|security code|"
+    r"card number|cvv)\b",
+    re.IGNORECASE,
+)
+_REPLY = re.compile(
+    r"^(?i:(?:sure|yes|yeah|ok|okay|certainly|of course)[,!.]?\s+)?"
+    r"(?i:(?:it's|it is|it\u2019s|that's|that is|my \w+(?:\s+\w+)? is)\s+)?"
+    rf"(?P<value>{_PLACEHOLDER}|[A-Za-z0-9][\w.@+\-]*(?:\s+[A-Z][a-z]+)?)\s*[.!]?$"
+)
+
+
+def answer(question: str, reply: str) -> tuple[str, str] | None:
+    """``(slot, value)`` when ``reply`` is a bare answer to a question for one
+    attribute: "Could you provide your user ID?" -> "Sure, it's mia_li_3668".
+
+    Only a short reply holding one value, to a question that names exactly one
+    attribute and no secret (a reply to "username and password?" is never read).
+    """
+    if _ASKS_SECRET.search(question):
+        return None
+    asked = [slot for slot, pattern in _ASKED if pattern.search(question)]
+    if len(asked) != 1:
+        return None
+    match = _REPLY.match(reply.strip())
+    if not match:
+        return None
+    value = normalize_value(match.group("value"))
+    slot = asked[0]
+    if slot == "name":
+        if not re.fullmatch(rf"{_PLACEHOLDER}|[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+", value):
+            return None
+    elif slot == "email":
+        if "@" not in value and not value.startswith("<"):
+            return None
+    elif not (any(c.isdigit() for c in value) or "_" in value or value.startswith("<")):
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{2,}", value) or slot != "username":
+            return None
+    if value.lower() in {"yes", "no", "sure", "okay", "thanks", "thank"}:
+        return None
+    return slot, value
 
 
 def definition(text: str) -> tuple[str, str] | None:
@@ -228,8 +422,17 @@ def match_user_sentence(text: str) -> PatternHit | None:
     if is_rule(text):
         slot, value = attr if attr else (None, None)
         return PatternHit("rule", slot, value, "rule")
+    tier = membership(text)
+    if tier:
+        return PatternHit("identity", tier[0], tier[1], "membership")
     if attr:
         return PatternHit("identity", attr[0], attr[1], "attribute")
+    home = residence(text)
+    if home:
+        return PatternHit("identity", home[0], home[1], "residence")
+    name = named(text)
+    if name:
+        return PatternHit("identity", name[0], name[1], "identity")
     pref = preference(text)
     if pref:
         return PatternHit("preference", pref[0], pref[1], "preference")
@@ -240,6 +443,15 @@ def match_user_sentence(text: str) -> PatternHit | None:
         found = definition(text)
         slot, value = found if found else (None, None)
         return PatternHit("fact", slot, value, "confirmed")
+    return None
+
+
+def match_question(text: str) -> PatternHit | None:
+    """Identity a request states in passing ("... under the name Sarah Johnson?",
+    "As a gold member, can I ...?"); nothing else in a question is a memory."""
+    found = membership(text) or named(text)
+    if found:
+        return PatternHit("identity", found[0], found[1], "identity")
     return None
 
 

@@ -47,10 +47,12 @@ from pipelines.redact.places import (
     adjacent_postcodes,
     find_places,
     org_place,
+    person_over_ner_place,
     person_place,
     recipient_name,
 )
 from pipelines.redact.pseudonym import Pseudonymizer
+from pipelines.redact.scripts import foreign_script_names
 from pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
 from pipelines.redact.spans import (
     SECRET_TYPES,
@@ -294,6 +296,8 @@ class Redactor:
                         name = recipient_name(text, det.start)
                         if name is not None:
                             dets.append(name)
+        if "PERSON" in wanted or "LOCATION" in wanted:
+            dets.extend(foreign_script_names(text))  # "with सरल तिवारीजी in ..."
         if self._json_keys and textkind.looks_json(text):
             dets.extend(self._json_key_detections(text))
         for recognizer, entities in loaded.fallback:
@@ -366,6 +370,7 @@ class Redactor:
             and d.score >= rules[d.entity_type].score_threshold
         ]
         if "LOCATION" in rules:
+            kept = person_over_ner_place(text, kept)  # "Hi Nadia" is no place
             kept.extend(adjacent_postcodes(text, kept))
         placeholders = placeholder_spans(text)
         kept = drop_overlapping(kept, placeholders)

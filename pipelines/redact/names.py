@@ -42,8 +42,9 @@ from pipelines.redact.spans import Detection
 
 _CAP = r"[A-Z\u00c0-\u00de][\w'’\-]*[^\W\d_]"
 _NAME = _CAP + r"(?:[ \t]+" + _CAP + r"){0,2}"
-_TITLE_RE = re.compile(
-    r"\b(?i:mr|mrs|ms|miss|mx|dr|prof|sir|madam|mister|dame|mme|herr|frau)\.?[ \t]+"
+_TITLE_RE = re.compile(  # not after a number: "3.6 ms. Sort" is milliseconds
+    r"(?<!\d)(?<!\d[ \t])\b"
+    r"(?i:mr|mrs|ms|miss|mx|dr|prof|sir|madam|mister|dame|mme|herr|frau)\.?[ \t]+"
     r"(?P<name>" + _NAME + r")"
 )
 _PHRASE_RE = re.compile(
@@ -477,6 +478,17 @@ def _bank_span(
     return None
 
 
+def _everyday_opener(word: str) -> bool:
+    """A sentence adverb or other everyday word before a comma, not a name.
+
+    Given names that are also words ("Will, can you ...") stay names.
+    """
+    low = word.lower()
+    if low in FIRST_NAMES or load_bank().in_first(word):
+        return False
+    return zipf_en(low) >= 3.0
+
+
 def find_names(text: str) -> list[Detection]:
     """PERSON detections from cues and the given-name lexicon."""
     out: list[Detection] = []
@@ -487,6 +499,8 @@ def find_names(text: str) -> list[Detection]:
         (_VOCATIVE_RE, 0.6, "vocative"),
     ):
         for m in regex.finditer(text):
+            if tag == "vocative" and _everyday_opener(m.group("name")):
+                continue  # "Conversely, you can ...", "Otherwise, I ..."
             span = _trim_name(text, m.start("name"), m.end("name"))
             if span:
                 out.append(Detection(*span, "PERSON", score, f"names:{tag}"))

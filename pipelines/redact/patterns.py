@@ -102,17 +102,22 @@ PHONE_CONTEXT = (
 )
 _PHONE_CONTEXT_RE = re.compile(
     r"(?i)\b(?:" + "|".join(re.escape(w) for w in PHONE_CONTEXT) + r")\b"
+    r"|\b(?i:call(?:ed|ing|s)|rang|texted|phoned)\b"
 )
+#: How far before a candidate a context word may stand ("Reach me at
+#: someone@example.org or +55 51 8222-2578": the e-mail sits in between).
+_PHONE_CONTEXT_WINDOW = 64
 #: A run of digits with phone-like separators; at least 7 digits overall.
 _PHONE_CAND_RE = re.compile(
-    r"(?<![\w.\-+/:#=@$])(?:\+|00)?\(?\d{1,4}\)?(?:[ .\-\u00a0]?\(?\d{1,5}\)?){1,6}"
+    r"(?<![\w.\-+/:#=@$])(?:\+|00)?\(?\d{1,4}\)?(?:[ .\-/\u00a0]?\(?\d{1,10}\)?){1,6}"
     r"(?:\s{0,2}(?:x|ext\.?|extension)\s{0,2}\d{1,6})?(?![\w\-/:@]|\.\d)"
 )
+#: A date or a time; only a whole one ("+61-3-6716-1247" holds "61-3-6716").
 _DATE_LIKE = re.compile(
-    r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}|\d{1,2}:\d{2}"
-    r"|^\d{2,4}[-/.]\d{1,2}[-/.]\d{1,2}$"
+    r"(?<![\d+\-/.])(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})"
+    r"(?![-/.]?\d)|\d{1,2}:\d{2}|^\d{2,4}[-/.]\d{1,2}[-/.]\d{1,2}$"
 )
-_GROUPED = re.compile(r"\d[ .\-\u00a0]\(?\d|\)\s?\d")
+_GROUPED = re.compile(r"\d[ .\-/\u00a0]\(?\d|\)\s?\d")
 _DEFAULT_REGIONS = ("US", "GB", "DE", "FR", "IL", "IN", "CA", "BR", "AU", "NL")
 
 
@@ -140,9 +145,15 @@ class PhoneFinder:
             self._pn = phonenumbers
         return self._pn
 
-    def _valid(self, candidate: str) -> bool:
+    def _valid(self, candidate: str, any_region: bool = False) -> bool:
+        """Valid in one of ``regions`` (or, ``any_region``, in any region at all:
+        only asked for the few candidates a phone cue already points at, as
+        "called from 19810164" is a Norwegian number no default region knows)."""
         pn = self._phonenumbers()
-        for region in self.regions:
+        regions = self.regions
+        if any_region:
+            regions = (*self.regions, *sorted(pn.SUPPORTED_REGIONS))
+        for region in regions:
             try:
                 number = pn.parse(candidate, region)
             except pn.NumberParseException:
@@ -166,13 +177,15 @@ class PhoneFinder:
             separated = _GROUPED.search(core) is not None or cand.startswith(
                 ("+", "00", "(")
             )
-            left = text[max(0, m.start() - 40) : m.start()]
+            left = text[max(0, m.start() - _PHONE_CONTEXT_WINDOW) : m.start()]
             context = _PHONE_CONTEXT_RE.search(left) is not None
             if not separated and not context:
                 continue  # a bare digit run: an id, a count, an epoch
             if self._valid(core.strip()):
                 score = self.context_score if context else self.base_score
             elif context and separated and core_digits >= 7:
+                score = self.base_score
+            elif context and 8 <= core_digits <= 13 and self._valid(core.strip(), True):
                 score = self.base_score
             else:
                 continue
@@ -528,6 +541,74 @@ _FUNCTION_WORD = re.compile(
 )
 
 
+#: Cues after which the whole rest of the clause is where someone lives or
+#: where a thing goes: "shipped to <address>.", "still living at <address>?".
+_CLAUSE_CUE = re.compile(
+    r"(?i)\b(?:(?:ship|shipped|deliver|delivered|forward|forwarded|mail|mailed)"
+    r"\b[^.?!\n]{0,24}?\bto|(?:living|lives|lived|"
+    r"reside|resides|resided|located|based) at|address (?:is|to|:)|grew up (?:on|at))"
+    r"[ \t]*:?[ \t]+"
+)
+#: Lower-case words an address line holds in many languages (street words are
+#: matched separately): particles of names ("de", "van", "los") and a few
+#: building words.
+_ADDRESS_PARTICLES = frozenset(
+    "de da do dos das del della di du des la le les el los las van von der den "
+    "y e i of the and sur la on am an im auf bei v u na ve nad pod und die et".split()
+)
+_CLAUSE_TOKEN = re.compile(r"[ \t]*(?:[,/][ \t]*)?(?P<tok>[^\s,.?!;:()]+\.?)")
+
+
+def _cue_clause(text: str, pos: int) -> int:
+    """End of an address clause that starts at ``pos``, or ``pos`` if there is none.
+
+    The clause must run to a sentence end (".", "?", "!", ";", a line end) and
+    every token of it must read as part of an address: a number, a word that
+    starts upper-case or with a non-ASCII letter, a street or unit word, a name
+    particle. It must hold a digit (house number or postcode) or a street word,
+    and it is at most 12 tokens long: "shipped to Femkeboulevard 872, Brunei
+    5274WE." is an address, "sent to Slack 2 alerts" is not.
+    """
+    end = last = pos
+    count = 0
+    evidence = named = False
+    while count <= 12:
+        m = _CLAUSE_TOKEN.match(text, end)
+        if m is None:
+            break
+        tok = m.group("tok")
+        word = tok.rstrip(".")
+        low = word.lower()
+        if any(c.isdigit() for c in word):
+            evidence = True
+        elif _HINT_RE.fullmatch(word) or _UNIT_START.match(word + " 1"):
+            evidence = True
+        elif not word or not (
+            word[0].isupper() or not word[0].isascii() or low in _ADDRESS_PARTICLES
+        ):
+            return pos
+        elif any(c.isupper() for c in word[1:]) and not word.isupper():
+            return pos  # CamelCase: a product or an identifier ("PyPI 2")
+        elif not word.isupper() and zipf_en(low) < 4.0:
+            named = True  # a proper name, not "PR 1234" or "Staging 2"
+        count += 1
+        end = m.end()
+        last = m.start("tok") + len(word)
+        if text[end : end + 1].isdigit():
+            return pos  # "2.1": a version, not a house number
+        if tok.endswith(".") and (len(word) > 4 or word.isdigit()):
+            break  # "Quadrant." ends the sentence; "Apt." and "Edif." do not
+    if not (evidence and named) or count > 12:
+        return pos
+    end = last
+    rest = text[end : end + 2]
+    if rest[:1] not in ("", ".", "?", "!", ";", "\n") and not rest.startswith(
+        (" \n", ". ")
+    ):
+        return pos
+    return end
+
+
 def _walk_line(text: str, pos: int, lower_ok: bool = False) -> tuple[int, bool]:
     """Consume address-like tokens from ``pos`` on one line.
 
@@ -655,6 +736,10 @@ def find_addresses(text: str) -> list[Detection]:
             start = m.start("street")
             end = _address_tail(text, start, m.end("street"))
             out.append(Detection(start, end, "LOCATION", 0.86, "pattern:address"))
+    for c in _CLAUSE_CUE.finditer(text):
+        end = _cue_clause(text, c.end())
+        if end > c.end():
+            out.append(Detection(c.end(), end, "LOCATION", 0.86, "pattern:address"))
     if hint and (cue or out):
         for m in _UNIT_RE.finditer(text):
             out.append(Detection(m.start(), m.end(), "LOCATION", 0.6, "pattern:unit"))

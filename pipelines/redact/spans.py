@@ -133,6 +133,14 @@ def drop_overlapping(
 _NO_REPEAT = frozenset({"DATE_TIME", "NRP", "URL"})
 _MAX_REPEAT_VALUES = 64
 _NAME_PART = re.compile(r"[^\W\d_][^\W\d_'’\-]{2,}")
+#: Words of a name that are never searched again on their own: function words
+#: a loose multi-word match can hold ("Hourglass With Flowing Sand", "Trigram
+#: For Heaven"), whose every occurrence would otherwise become a placeholder.
+_NO_REPEAT_PARTS = frozenset(
+    "the and for with from into onto over under of off out via per not but nor "
+    "yet all any each every this that these those its our your their his her "
+    "new old see use get set add run".split()
+)
 
 
 def _word_char(ch: str) -> bool:
@@ -159,7 +167,11 @@ def repeated_values(text: str, kept: list[Detection]) -> list[Detection]:
         values.setdefault(value, det)
         if det.entity_type == "PERSON" and " " in value:
             for part in _NAME_PART.findall(value):
-                if part[0].isupper() and not part.isupper():
+                if (
+                    part[0].isupper()
+                    and not part.isupper()
+                    and part.lower() not in _NO_REPEAT_PARTS
+                ):
                     values.setdefault(part, det)
         if len(values) >= _MAX_REPEAT_VALUES:
             break

@@ -46,7 +46,14 @@ from pipelines.redact.lexicon import FIRST_NAMES, zipf_en
 from pipelines.redact.spans import Detection
 
 #: Recognizers whose candidates are judged (no context cue of their own).
-_JUDGED_PREFIXES = ("ner:", "names:bank", "names:given", "places:gazetteer")
+_JUDGED_PREFIXES = (
+    "ner:",
+    "names:bank",
+    "names:given",
+    "places:gazetteer",
+    "places:move",
+    "names:script",
+)
 #: Entity types this filter judges.
 NAME_TYPES = frozenset({"PERSON", "LOCATION"})
 #: wordfreq Zipf value from which a word is "common English" (3 = once per
@@ -55,6 +62,13 @@ COMMON_ZIPF = 3.0
 #: Small words allowed inside title-case phrases ("Steps for Customer Liaison").
 _CONNECTORS = frozenset(
     "a an and at by de del der for in of on or the to van von with".split()
+)
+#: A bank given name at least this frequent in English is no name evidence in
+#: technical text ("display" 4.6, "pony" 3.8 stay names; "kafka" 3.0 does).
+_STRONG_ZIPF = 4.0
+#: Function words that a title capitalises and a name never holds.
+_TITLE_CONNECTORS = frozenset(
+    "a an and at by for in of on or the to with from into over under".split()
 )
 _TOKEN_RE = re.compile(r"[^\W\d_][\w'’\-]*")
 _HEADING_RE = re.compile(
@@ -70,7 +84,10 @@ _CODE_PUNCT_RE = re.compile(
 _COLUMN_GAP_RE = re.compile(r"\S {2,}(?=\S)")
 _IDENT_BEFORE = frozenset("._$@/\\")
 _SENTENCE_END = frozenset(".!?:;")
-_LIST_MARKER_RE = re.compile(r"(?:^|\n)[ \t]*(?:[*+>\-]|\d+[.)])?[ \t]*[\"'(\[]?$")
+#: A line start, after a list marker or a code comment marker ("# Display").
+_LIST_MARKER_RE = re.compile(
+    r"(?:^|\n)[ \t]*(?:[*+>\-]|\d+[.)]|#+|//|--|;+)?[ \t]*[\"'(\[]?$"
+)
 #: Head nouns that make the capitalised word before them a product or tool
 #: ("Grafana dashboard", "Slack channel", "Loki query", "Kubernetes cluster"):
 #: one sense per text, so every occurrence of that word is a product there.
@@ -80,7 +97,11 @@ _TECH_HEAD = (
     r"packages?|modules?|sdk|cli|integrations?|workspaces?|alerts?|metrics?|"
     r"logs?|console|ui|app|apps|operator|pods?|nodes?|namespaces?|containers?|"
     r"images?|repository|repo|docs|documentation|account|tokens?|webhooks?|"
-    r"search|database|service|stack|version|release|config|configuration)\b"
+    r"search|database|service|stack|version|release|config|configuration|"
+    r"scripts?|compilers?|language|files?|formats?|runtime|interpreter|"
+    r"frameworks?|engine|backends?|drivers?|clients?|extensions?|commands?|"
+    r"syntax|functions?|tools?|pipelines?|workers?|jobs?|tables?|schemas?|"
+    r"commits?|branch|builds?|runners?|sql|syntax|support|users?|projects?)\b"
 )
 #: Someone addressed by name: "Bob, please investigate", "Anne, can you".
 _VOCATIVE_AFTER_RE = re.compile(
@@ -122,6 +143,13 @@ class _Context:
         self.text = text
         self._line_starts: list[int] | None = None
         self._fences: list[int] | None = None
+        self._technical: bool | None = None
+
+    def technical(self) -> bool:
+        """Whether the whole text is technical (see ``_is_technical_text``)."""
+        if self._technical is None:
+            self._technical = _is_technical_text(self.text)
+        return self._technical
 
     def line_bounds(self, pos: int) -> tuple[int, int]:
         if self._line_starts is None:
@@ -327,17 +355,28 @@ def _evidenced_tokens(text: str, dets: Iterable[Detection]) -> frozenset[str]:
         if det.entity_type != "PERSON":
             continue
         words = _TOKEN_RE.findall(text[det.start : det.end])
+        if len(words) > 1 and _is_acronym(words[-1]):
+            continue  # "Travis CI" is no evidence for "Travis"
+        if is_judged(det) and all(w[0].islower() for w in words):
+            continue  # "travis" in a badge list is no evidence either
         if not is_judged(det) or any(w.lower() in FIRST_NAMES for w in words):
             out.update(words)
     return frozenset(out)
 
 
 def is_technical(text: str, det: Detection, ctx: _Context | None = None) -> str | None:
-    """Why ``det`` is not a name (``code``, ``heading``, ``ordinary``, ``tech``)."""
+    """Why ``det`` is not a name (``code``, ``heading``, ``ordinary``, ``tech``,
+    ``techtext``)."""
     words = _TOKEN_RE.findall(text[det.start : det.end])
-    if not words or any(w.lower() in FIRST_NAMES for w in words):
+    if not words:
         return None
     ctx = ctx or _Context(text)
+    if _product_with_acronym(ctx, det, words):
+        return "techtext"
+    if all(w[0].islower() for w in words) and ctx.technical():
+        return "techtext"  # "|travis| build status", "julian day number"
+    if any(w.lower() in FIRST_NAMES for w in words):
+        return None
     if _code_context(ctx, det, words):
         return "code"
     if _heading_context(ctx, det):
@@ -346,7 +385,78 @@ def is_technical(text: str, det: Detection, ctx: _Context | None = None) -> str 
         return "ordinary"
     if _technology_name(text, words):
         return "tech"
+    if ctx.technical() and _unsupported_in_technical_text(det, words):
+        return "techtext"
     return None
+
+
+#: Code evidence that makes a whole text technical: a fence, inline code, a
+#: Markdown/RST heading or directive, a shell prompt, a traceback line.
+_TECH_TEXT_RE = re.compile(
+    r"^\s*(?:```|~~~|#{1,6}\s|\.\. \w|\$ \S|>>> |Traceback |File \"|[=\-]{4,}\s*$)"
+    r"|^[\w./\-]+\.\w{1,5}:\d+:"  # grep -n / compiler output: "src/a.py:12:"
+    r"|`[^`\n]+`",
+    re.M,
+)
+#: Identifier tokens (snake_case, dotted.path, CamelCase); not URLs, e-mails,
+#: @mentions or #hashtags, which tweets and chats are full of.
+_IDENT_TOKEN_RE = re.compile(
+    r"(?<![\w@#/:.])(?:[A-Za-z]\w*_\w+|[A-Za-z]\w*\.[a-z]\w*\.?\w*\(?"
+    r"|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*)(?![\w@])"
+)
+
+
+def _is_technical_text(text: str) -> bool:
+    """Whether ``text`` is technical: code markers, or 3+ identifiers."""
+    if _TECH_TEXT_RE.search(text):
+        return True
+    count = 0
+    for _ in _IDENT_TOKEN_RE.finditer(text):
+        count += 1
+        if count >= 3:
+            return True
+    return False
+
+
+def _unsupported_in_technical_text(det: Detection, words: list[str]) -> bool:
+    """In technical text, a bare capitalised word is a product or a term.
+
+    Runbooks, READMEs and tool outputs capitalise tools and concepts
+    ("Parquet files", "on Dataflow", "Use Push Notification and Email"). There
+    a one-word candidate needs a look-up of its own: a given name for a PERSON
+    ("Bob", "Charlie"), a GeoNames place for a LOCATION ("Tokyo"). A
+    multi-word PERSON with an acronym in it ("Cloud SQL", "Git LFS") is a
+    product too.
+    """
+    if len(words) == 1:
+        word = _POSSESSIVE_RE.sub("", words[0])
+        if det.entity_type == "PERSON":
+            return not _strong_given(word)
+        return _places_known() and not _is_place(word) and not _strong_given(word)
+    if det.entity_type != "PERSON":
+        return False
+    if any(_is_acronym(w) for w in words):
+        return True  # "Cloud SQL", "Git LFS", "Travis CI"
+    # a capitalised function word makes a title: "Hourglass With Flowing Sand"
+    if any(w[0].isupper() and w.lower() in _TITLE_CONNECTORS for w in words[1:]):
+        return True
+    # "Todo List", "Kangxi Radical", "Multipart File": a term ends in a noun
+    last = _POSSESSIVE_RE.sub("", words[-1]).lower()
+    return zipf_en(last) >= COMMON_ZIPF and not _strong_given(words[0])
+
+
+def _strong_given(word: str) -> bool:
+    """A given name that is no everyday English word (or a lexicon name).
+
+    The name bank holds every word some country uses as a given name, and so
+    "Display", "Logo" and "Plain"; in technical text only a lexicon name
+    ("Anne") or a bank name rarer than everyday words ("Zahra") counts.
+    """
+    low = _POSSESSIVE_RE.sub("", word).lower()
+    if low in FIRST_NAMES:
+        return True
+    bank = _bank()
+    return bank is not None and bank.in_first(word) and zipf_en(low) < _STRONG_ZIPF
 
 
 def is_judged(det: Detection) -> bool:
@@ -366,6 +476,28 @@ def _relabelled(det: Detection) -> bool:
     return "->" in det.recognizer
 
 
+def _product_with_acronym(ctx: _Context, det: Detection, words: list[str]) -> bool:
+    """A product in technical text ("Travis CI", "Git LFS"), even after a given name."""
+    return (
+        det.entity_type == "PERSON"
+        and len(words) > 1
+        and _is_acronym(words[-1])
+        and ctx.technical()
+    )
+
+
+def _addressed(text: str, det: Detection) -> bool:
+    """Someone addressed at a sentence start: "IC: Bob, please investigate".
+
+    Not "On Windows, you might" (no person) nor "Java, Scala, Go" (a list).
+    """
+    return (
+        det.entity_type == "PERSON"
+        and _VOCATIVE_AFTER_RE.match(text, det.end) is not None
+        and _sentence_initial(text, det.start)
+    )
+
+
 def drop_technical(text: str, dets: Sequence[Detection]) -> list[Detection]:
     """``dets`` without the PERSON/LOCATION candidates that are no names here."""
     judged = [d for d in dets if is_judged(d)]
@@ -373,10 +505,20 @@ def drop_technical(text: str, dets: Sequence[Detection]) -> list[Detection]:
         return list(dets)
     ctx = _Context(text)
     evidenced = _evidenced_tokens(text, dets)
+    # someone addressed ("Bob, please ...") is a person in the whole text
+    evidenced |= {
+        w
+        for d in judged
+        if _addressed(text, d)
+        for w in _TOKEN_RE.findall(text[d.start : d.end])
+    }
     drop = set()
     for det in judged:
         words = _TOKEN_RE.findall(text[det.start : det.end])
-        if evidenced.intersection(words) or _VOCATIVE_AFTER_RE.match(text, det.end):
+        if _product_with_acronym(ctx, det, words):
+            drop.add(det)
+            continue
+        if evidenced.intersection(words) or _addressed(text, det):
             continue
         if is_technical(text, det, ctx) is not None:
             drop.add(det)

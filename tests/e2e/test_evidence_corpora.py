@@ -97,6 +97,15 @@ def test_chunks_are_exact_cited_spans(corpus):
             f = draft.fields
             assert text[f["char_start"] : f["char_end"]] == f["text"]
             assert 0 < f["token_count"] <= limit
+    # no fragment stands alone: the old chunker left a bare trailing
+    # "## Additional Reading" (3 tokens) as a chunk that pack then selected
+    tiny = [
+        d.fields["text"]
+        for b in built.values()
+        for d in b.chunks
+        if d.fields["token_count"] < 8
+    ]
+    assert tiny == []
 
 
 def test_reingesting_unchanged_history_embeds_nothing(corpus):

@@ -8,11 +8,12 @@
 
 -- Is a legal basis for (tenant, subject, purpose) live at time t? A grant at or
 -- before t, not ended by itself, and not withdrawn (same purpose or '*', same basis
--- or any) between the grant and t.
+-- or any) between the grant and t. A grant of unknown source is no basis.
 CREATE OR REPLACE TEMP MACRO memory_live_basis(tenant, subject, purp, t) AS (
   EXISTS (
     SELECT 1 FROM lake.consent g
-    WHERE g.event = 'grant' AND g.tenant_id = tenant AND g.subject_id = subject
+    WHERE g.event = 'grant' AND coalesce(g.source, '') <> 'unknown'
+      AND g.tenant_id = tenant AND g.subject_id = subject
       AND g.purpose = purp AND g.effective_at <= t
       AND (g.expires_at IS NULL OR g.expires_at > t)
       AND NOT EXISTS (
@@ -46,6 +47,7 @@ CREATE OR REPLACE TEMP MACRO memories_served(
     SELECT event, purpose, basis, effective_at, expires_at FROM lake.consent
     WHERE tenant_id = tenant AND subject_id = subject
       AND (purpose = purp OR purpose = '*')
+      AND NOT (event = 'grant' AND coalesce(source, '') = 'unknown')
   ),
   basis AS (
     SELECT count(*) > 0 AS live
@@ -84,7 +86,8 @@ CREATE OR REPLACE TEMP MACRO memory_hypotheses(tenant, subject, purp, at_time :=
   SELECT * FROM memories_served(tenant, subject, purp, at_time := at_time)
   WHERE served_as = 'hypothesis';
 
--- Consent as periods: one row per grant, with when it stopped (withdrawn or ended).
+-- Consent as periods: one row per grant (of a known source), with when it stopped
+-- (withdrawn or ended).
 CREATE OR REPLACE TEMP MACRO consent_periods() AS TABLE
   SELECT
     g.tenant_id, g.subject_id, g.purpose, g.basis, g.effective_at AS granted_at,
@@ -98,4 +101,4 @@ CREATE OR REPLACE TEMP MACRO consent_periods() AS TABLE
     ) AS withdrawn_at,
     g.consent_id
   FROM lake.consent g
-  WHERE g.event = 'grant';
+  WHERE g.event = 'grant' AND coalesce(g.source, '') <> 'unknown';

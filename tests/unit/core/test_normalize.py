@@ -307,3 +307,17 @@ def test_a_subject_named_on_the_first_line_only_keeps_one_session():
     ]  # fmt: skip
     (session,) = _canonical_sessions("x.jsonl", *lines)
     assert len(session.messages) == 2 and session.metadata == {"subject_id": "al"}
+
+
+def test_identifier_and_status_keys_survive_the_key_field_limit():
+    """A tau-bench reservation has ``user_id`` as its 14th key alphabetically:
+    cut at ``KEY_FIELD_LIMIT`` alphabetically, the memory stage never saw it."""
+    from pipelines.ingest.normalize import KEY_FIELD_LIMIT, _key_fields
+
+    value = {f"a{i:02d}": i for i in range(KEY_FIELD_LIMIT + 4)}
+    value |= {"user_id": "u-1", "status": "confirmed", "bookingId": "B7"}
+    facts = _key_fields(value)
+    assert facts["user_id"] == "u-1" and facts["status"] == "confirmed"
+    assert facts["bookingId"] == "B7"
+    assert len(facts["keys"]) == KEY_FIELD_LIMIT
+    assert facts["keys"] == sorted(facts["keys"])

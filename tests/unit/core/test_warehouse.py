@@ -142,3 +142,27 @@ def test_a_copied_or_moved_warehouse_folder_opens_and_reads(tmp_path):
     # an explicit --data-path that disagrees with the catalog still fails
     with pytest.raises(duckdb.Error, match="does not match"):
         Warehouse.open(moved, data_path=str(tmp_path / "other-lake"))
+
+
+def test_struct_fields_a_model_gains_are_added_to_an_existing_lake(tmp_path):
+    """A lake made before ``SummarySections`` gained a field would silently drop
+    that field on insert; opening it adds the missing struct field instead."""
+    with Warehouse.open(tmp_path, create=True) as wh:
+        con = wh.connection()
+        con.execute("ALTER TABLE compression_ledger DROP COLUMN sections.findings")
+        kinds = con.execute(
+            "SELECT data_type FROM information_schema.columns "
+            "WHERE table_name = 'compression_ledger' AND column_name = 'sections'"
+        ).fetchone()[0]
+        assert "findings" not in kinds
+    with Warehouse.open(tmp_path, create=True) as wh:
+        kinds = (
+            wh.connection()
+            .execute(
+                "SELECT data_type FROM information_schema.columns "
+                "WHERE table_name = 'compression_ledger' "
+                "AND column_name = 'sections'"
+            )
+            .fetchone()[0]
+        )
+        assert "findings STRUCT(" in kinds

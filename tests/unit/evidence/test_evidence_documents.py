@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,20 @@ def test_artifacts_chunk_as_tool_artifact_with_the_tool_as_section():
         f = draft.fields
         assert content[f["char_start"] : f["char_end"]] == f["text"]
         assert f["section_path"] == ["bash"] and f["trust"] == "untrusted"
+
+
+def test_an_undated_artifact_takes_the_time_it_was_received():
+    artifact = Artifact(artifact_id="art_1", tenant_id="acme", size_bytes=1,
+                        content="3 flights found", policy_version="p")  # fmt: skip
+    seen = datetime(2025, 3, 1, 9, tzinfo=UTC)
+    received = datetime(2025, 6, 1, tzinfo=UTC)
+    run = replace(RUN, received_at=received)
+    dated = build_artifact(artifact, Policy(), run, seen, "search")
+    assert dated.version.effective_from == seen  # the message's own time wins
+    undated = build_artifact(artifact, Policy(), run, None, "search")
+    assert undated.version.effective_from == received  # not 1970
+    assert undated.chunks[0].fields["effective_from"] == received
+    assert undated.version.doc_version_id == dated.version.doc_version_id
 
 
 def test_artifact_belongs_to_its_subject_one_version_per_subject():

@@ -55,7 +55,15 @@ def oncall_text():
     return raw[start:]
 
 
-def _rows(doc_id: str, version: str, text: str, effective_from, effective_to=None):
+def _rows(
+    doc_id: str,
+    version: str,
+    text: str,
+    effective_from,
+    effective_to=None,
+    kind: str = "document",
+    subject_id: str | None = None,
+):
     dv = content_hash("t", doc_id, version, prefix="dv_")
     out = []
     for ordinal, span in enumerate(chunk_text(text)):
@@ -66,9 +74,9 @@ def _rows(doc_id: str, version: str, text: str, effective_from, effective_to=Non
                 "doc_id": doc_id,
                 "doc_version": version,
                 "doc_version_id": dv,
-                "kind": "document",
+                "kind": kind,
                 "tenant_id": "t",
-                "subject_id": None,
+                "subject_id": subject_id,
                 "section_path": list(span.section_path),
                 "char_start": span.char_start,
                 "char_end": span.char_end,
@@ -228,3 +236,18 @@ def test_memory_vectors_are_embedded_once_per_text(monkeypatch, policy):
     again = evidence_pack._memory_vectors(policy, [*texts, "New fact."])
     assert calls == [sorted(texts), ["New fact."]]
     assert np.array_equal(first[0], again[0])
+
+
+def test_an_artifact_dated_1970_by_an_older_run_is_not_decayed(monkeypatch, policy):
+    # an older run dated outputs of undated messages 1970-01-01: freshness 0,
+    # never selected; the date is unknown, not 55 years old
+    output = "flight UA 123 from SFO to JFK departs 09:40, gate 52, status on time"
+    rows = _rows(
+        "art_1", "1", output, datetime(1970, 1, 1, tzinfo=UTC),
+        kind="tool_artifact", subject_id="u-1",
+    )  # fmt: skip
+    query = "when does my flight to JFK leave"
+    index = _index(policy, rows)
+    manifest = _pack(monkeypatch, policy, index, query=query, subject_id="u-1")
+    (item,) = manifest.selected
+    assert item.kind == "tool_artifact" and item.scores.freshness == 1.0

@@ -66,7 +66,12 @@ def test_every_fixed_section_is_rendered_and_filled(ledger):
     assert [q.turn for q in sections.open_questions] == [40]
     assert [r.turn for r in sections.rejected_options] == [32]
     assert [a.turn for a in sections.pending_approvals] == [24]
-    assert [s.turn for s in sections.next_steps] == [38]
+    # Cue sentences, then the latest open request and the latest action.
+    assert [(s.turn, s.text.split(": ", 1)[0]) for s in sections.next_steps][1:] == [
+        (40, "latest request"),
+        (35, "latest action"),
+    ]
+    assert sections.next_steps[0].turn == 38
     assert "passed (24 passed in 12.3s)" in sections.test_status[0].text
     assert [a.resource for a in sections.changed_artifacts] == ["api:create_ticket"]
 

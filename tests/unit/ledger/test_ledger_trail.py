@@ -45,7 +45,16 @@ def _ops(tool: str, args: dict | str, state: TrailState | None = None):
         ("npm test", [("test", "npm test")]),
         ("go test ./...", [("test", "go test ./...")]),
         ("git checkout -- a.py", [("write", "a.py")]),
-        ("ls -la && grep -r foo .", []),
+        ("ls -la && grep -r foo .", [("read", "."), ("read", ".")]),
+        (
+            "grep -n 'def x' src/a.py src/b.py",
+            [("read", "src/a.py"), ("read", "src/b.py")],
+        ),
+        ("find src -name '*.py'", [("read", "src")]),
+        (
+            "curl -s http://web.example:8000/cgi-bin/file.pl",
+            [("read", "http://web.example:8000/cgi-bin/file.pl")],
+        ),
         ("python reproduce.py", []),
     ],
 )
@@ -141,8 +150,29 @@ def test_generic_api_tools_by_verb(tool, args, operation, resource):
 
 
 def test_tools_that_touch_no_artifact():
-    for tool in ("search_direct_flight", "calculate", "think", "web_search", "finish"):
+    for tool in ("calculate", "think", "finish", "submit", "TodoWrite"):
         assert _ops(tool, {"query": "x"}) == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "resource"),
+    [
+        # Issue 13: list_* / search_* / get_* reads were missing from the trail.
+        (
+            "search_direct_flight",
+            {"origin": "DEN", "destination": "IAH", "date": "2024-05-27"},
+            "api:search_direct_flight?date=2024-05-27&destination=IAH&origin=DEN",
+        ),
+        ("list_all_airports", {}, "api:list_all_airports"),
+        ("web_search", {"query": "pony iso"}, "web_search:pony iso"),
+        ("Glob", {"pattern": "**/*.py", "path": "/project"}, "/project"),
+        ("Grep", {"pattern": "def subtract", "path": "/project"}, "/project"),
+        ("find_file", {"file_name": "fields.py", "dir": "src"}, "src"),
+        ("web_fetch", {"url": "https://example.com/a"}, "https://example.com/a"),
+    ],
+)
+def test_looking_tools_are_reads(tool, args, resource):
+    assert [(o, r) for o, r, _ in _ops(tool, args)] == [("read", resource)]
 
 
 @pytest.mark.parametrize(
@@ -305,7 +335,11 @@ def test_text_actions_only_for_text_action_formats():
         ),
         (
             "swe_agent_function_calling.traj",
-            [("read", "tests/missing_colon.py"), ("write", "tests/missing_colon.py")],
+            [
+                ("read", "."),  # find_file in the working directory
+                ("read", "tests/missing_colon.py"),
+                ("write", "tests/missing_colon.py"),
+            ],
         ),
         (
             "api_bank_add_agenda.jsonl",

@@ -28,7 +28,7 @@ from pipelines.memory.extract import (
 from pipelines.memory.gate import gate_candidates
 from pipelines.memory.llm import LlmExtractor
 from pipelines.memory.resolve import resolve
-from schemas import Message, Session, ToolObservation, content_hash
+from schemas import Message, Session, ToolCall, ToolObservation, content_hash
 from schemas.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -259,6 +259,103 @@ def test_tool_results_give_system_records_for_policy_fields():
     )
     assert record.purpose == "billing" and record.provenance.json_key == "plan"
     assert record.provenance.field == "tool_output"
+
+
+def _call_and_result(status, key_fields, arguments='{"user_id": "mia_li_3668"}'):
+    """A session: the agent calls get_user_details, the tool answers."""
+    at = "2026-03-14T10:00:00+00:00"
+    session, (call, result) = session_of(
+        [
+            {"turn": 0, "role": "assistant", "content": "", "created_at": at},
+            {"turn": 1, "role": "tool", "content": "", "created_at": at},
+        ]
+    )
+    call = call.model_copy(
+        update={
+            "tool_calls": [
+                ToolCall(
+                    call_id="c1", tool_name="get_user_details", arguments=arguments
+                )
+            ]
+        }
+    )
+    observation = ToolObservation(
+        observation_id="obs_1",
+        message_id=result.message_id,
+        session_id=session.session_id,
+        tenant_id="acme",
+        tool_call_id="c1",
+        tool_name="get_user_details",
+        status=status,
+        key_fields=json.dumps(key_fields),
+        artifact_ref="art_1",
+    )
+    ctx = SessionContext.build(session, [call, result], [observation])
+    return extract_session(
+        ctx, [RuleExtractor(SETTINGS, None)], PurposeClassifier(SETTINGS, None)
+    ).candidates
+
+
+def test_membership_and_accepted_call_arguments_are_system_records():
+    """tau-bench: ``membership`` in the result, ``user_id`` in the arguments of
+    the call it answered (issue 13: structured tool fields -> system records)."""
+    found = _call_and_result(
+        "unknown", {"keys": ["email", "membership"], "email": "x@y.z",
+                    "membership": "gold"}
+    )  # fmt: skip
+    by_slot = {c.slot: c for c in found}
+    assert set(by_slot) == {"membership", "user_id"}  # email stays in the system
+    assert (by_slot["membership"].kind, by_slot["membership"].text) == (
+        "account_state",
+        "Membership: gold",
+    )
+    uid = by_slot["user_id"]
+    assert (uid.source, uid.kind, uid.value) == (
+        "system_record",
+        "identity",
+        "mia_li_3668",
+    )
+    assert uid.provenance.field == "tool_arguments"
+    assert uid.provenance.turn == 0 and uid.provenance.json_key == "user_id"
+
+
+@pytest.mark.parametrize(
+    ("status", "key_fields"),
+    [("error", {"keys": ["x"], "x": 1}), ("unknown", {})],  # failed / "Error: ..."
+)
+def test_arguments_of_a_failed_call_are_not_records(status, key_fields):
+    assert _call_and_result(status, key_fields) == []
+
+
+def test_reply_to_an_agent_question_and_clauses(encoder):
+    """A bare reply fills the attribute the agent asked for; a sentence holding a
+    username and a password keeps the username only; a complaint, a one-off
+    request and a reservation number are not memories."""
+    at = "2026-03-14T10:00:00+00:00"
+    lines = [
+        (0, "assistant", "Could you please provide your user ID?"),
+        (1, "user", "Sure, it's sofia_kim_7287."),
+        (2, "assistant", "What is your username and password?"),
+        (3, "user", "JohnDoe"),
+        (4, "user", "My username is JohnDoe, and my password is pass123."),
+        (5, "user", "I'm really unhappy with the service you gave me."),
+        (6, "user", "I want to cancel this booking for my trip."),
+        (7, "user", "My reservation ID is 1N99U6 for that trip."),
+    ]
+    session, messages = session_of(
+        [{"turn": t, "role": r, "content": c, "created_at": at} for t, r, c in lines]
+    )
+    ctx = SessionContext.build(session, messages)
+    result = extract_session(
+        ctx, [RuleExtractor(SETTINGS, encoder)], PurposeClassifier(SETTINGS, encoder)
+    )
+    got = {(c.provenance.turn, c.slot, c.value) for c in result.candidates}
+    assert got == {(1, "user_id", "sofia_kim_7287"), (4, "username", "JohnDoe")}
+    (clause,) = [c for c in result.candidates if c.provenance.turn == 4]
+    content = messages[4].content
+    assert content[clause.provenance.char_start : clause.provenance.char_end] == (
+        "My username is JohnDoe"
+    )
 
 
 class _Stub(BaseHTTPRequestHandler):

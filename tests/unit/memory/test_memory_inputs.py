@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from pipelines.ingest.landing import KnownFiles
+from pipelines.memory.consent import had_grant, live_grants
 from pipelines.memory.inputs import (
     discover_inputs,
     new_inputs,
     parse_consent_file,
     parse_system_records_file,
 )
+from schemas.memory import ConsentRecord
 from schemas.policy import load_policy
 
 SETTINGS = load_policy(None).memory
@@ -119,3 +122,47 @@ def test_a_file_that_changes_after_discovery_is_rejected_whole(tmp_path):
     parsed = parse_consent_file(item, SETTINGS, "run")
     assert parsed.status == "changed" and parsed.consent == []
     assert [r.reason_code for r in parsed.rejected] == ["file_changed_during_run"]
+
+
+def test_a_stated_source_is_kept_an_unrecognised_one_stored_as_unknown(tmp_path):
+    line = {"subject_id": "u", "purpose": "billing", "key": "plan",
+            "text": "Plan: Pro", "observed_at": "2026-11-01T00:00:00Z"}  # fmt: skip
+    stated = [None, "user_stated", "model_inferred", "unknown", "sytem_record", 7]
+    _write(
+        tmp_path / "sys.jsonl",
+        *({**line, "source": s} if s is not None else line for s in stated),
+    )
+    (item,) = discover_inputs(tmp_path, "system_records", "dflt")
+    parsed = parse_system_records_file(item, SETTINGS, lambda text, _: text)
+    assert parsed.rejected == []  # never dead-lettered for its source
+    assert [c.source for c in parsed.candidates] == [
+        "system_record", "user_stated", "model_inferred",
+        "unknown", "unknown", "unknown",
+    ]  # fmt: skip
+    # the stated value itself is not kept (it may be any text)
+    assert "sytem" not in "".join(c.model_dump_json() for c in parsed.candidates)
+
+
+def test_a_consent_event_of_unknown_source_is_stored_but_grants_nothing(tmp_path):
+    event = {"event": "grant", "subject_id": "u", "purpose": "support",
+             "basis": "contract", "at": "2026-01-01T00:00:00Z"}  # fmt: skip
+    path = _write(
+        tmp_path / "consent.jsonl",
+        event,
+        {**event, "source": "user_stated"},
+        {**event, "source": "crm-export"},
+    )
+    (item,) = discover_inputs(path, "consent", "acme")
+    parsed = parse_consent_file(item, SETTINGS, "run")
+    assert parsed.rejected == []
+    plain, stated, unknown = parsed.consent
+    assert [c.source for c in parsed.consent] == [None, "user_stated", "unknown"]
+    assert len({c.consent_id for c in parsed.consent}) == 3
+    # an unstated source keeps the id older runs gave the same event
+    assert plain.consent_id == ConsentRecord.id_for(
+        "acme", "u", "support", "contract", "grant", plain.effective_at, None
+    )
+    later = plain.effective_at + timedelta(days=1)
+    assert live_grants([unknown], "acme", "u", "support", later) == []
+    assert live_grants([stated], "acme", "u", "support", later) == [stated]
+    assert not had_grant([unknown], "acme", "u", "support", later)

@@ -40,6 +40,7 @@ EVENT_OPTIONS = (
     ["contract", "consent", None, None],
     [*OFFSETS, None],
     [None, None, None, -20, -5, 5, 500],
+    [None, None, None, "unknown", "user_stated"],  # source: unknown grants no basis
 )
 MEMORY_OPTIONS = (
     [*FACTS, *FACTS, *HYPOTHESES, "bogus", None],  # source
@@ -70,7 +71,7 @@ DDL = [
     "CREATE TABLE lake.consent (consent_id VARCHAR, tenant_id VARCHAR, "
     "subject_id VARCHAR, purpose VARCHAR, basis VARCHAR, event VARCHAR, "
     "effective_at TIMESTAMPTZ, "
-    "expires_at TIMESTAMPTZ)",
+    "expires_at TIMESTAMPTZ, source VARCHAR)",
     "CREATE TABLE lake.memories (memory_id VARCHAR, tenant_id VARCHAR, "
     "subject_id VARCHAR, text VARCHAR, kind VARCHAR, source VARCHAR, "
     "purpose VARCHAR, slot VARCHAR, value VARCHAR, confidence DOUBLE, "
@@ -102,7 +103,8 @@ def _provenance(kind: str) -> dict | None:
 TS = pa.timestamp("us", tz="UTC")
 CONSENT_SCHEMA = pa.schema(
     [("subject_id", pa.string()), ("purpose", pa.string()), ("basis", pa.string()),
-     ("event", pa.string()), ("effective_at", TS), ("expires_at", TS)]
+     ("event", pa.string()), ("effective_at", TS), ("expires_at", TS),
+     ("source", pa.string())]
 )  # fmt: skip
 MEMORY_SCHEMA = pa.schema(
     [("memory_id", pa.string()), ("subject_id", pa.string()), ("text", pa.string()),
@@ -116,9 +118,10 @@ MEMORY_SCHEMA = pa.schema(
 
 
 def _scenario(subject, events, memories):
-    """(consent rows, memory rows) of one subject, as ``serve_rows`` takes them."""
+    """((consent row, source) pairs, memory rows) of one subject."""
     consent_rows = [
-        ConsentRow(ev, p, b, _t(eff), _t(exp)) for ev, p, b, eff, exp in events
+        (ConsentRow(ev, p, b, _t(eff), _t(exp)), src[0] if src else None)
+        for ev, p, b, eff, exp, *src in events
     ]
     rows = []
     for i, (source, purp, prov, vf, vt, exp, conflict) in enumerate(memories):
@@ -130,12 +133,20 @@ def _scenario(subject, events, memories):
     return consent_rows, rows
 
 
+def _replica(consent_rows):
+    """The consent rows a replica holds (``memory_serving._EXCLUDED``): no grant
+    of unknown source, which is no basis."""
+    return [
+        r for r, src in consent_rows if not (r.event == "grant" and src == "unknown")
+    ]
+
+
 def _load(con, scenarios):
     """Insert the rows of every (subject, consent rows, memory rows) at once."""
     consent = [
-        (subject, e.purpose, e.basis, e.event, e.effective_at, e.expires_at)
+        (subject, e.purpose, e.basis, e.event, e.effective_at, e.expires_at, src)
         for subject, events, _ in scenarios
-        for e in events
+        for e, src in events
     ]
     memories = [(r[0], subject, *r[1:]) for subject, _, rows in scenarios for r in rows]
     for table, schema, data in (
@@ -164,7 +175,9 @@ def _check(con, cases):
             "at_time := ?::TIMESTAMPTZ) ORDER BY valid_from, memory_id",
             [subject, purpose, _t(at)],
         ).fetchall()
-        got = serve_rows(rows, consent_rows, purpose, _t(at), now, FACTS, HYPOTHESES)
+        got = serve_rows(
+            rows, _replica(consent_rows), purpose, _t(at), now, FACTS, HYPOTHESES
+        )
         assert [(r[0], r[-1]) for r in got] == [(r[0], r[-1]) for r in expected]
     times = [max(_t(at) or now, now) for *_, at in cases]
     con.register(
@@ -184,7 +197,7 @@ def _check(con, cases):
     ).fetchall()
     con.unregister("__asks")
     assert [r[0] for r in live] == [
-        live_basis(c[1], c[3], t) for c, t in zip(cases, times, strict=True)
+        live_basis(_replica(c[1]), c[3], t) for c, t in zip(cases, times, strict=True)
     ]
 
 
@@ -239,3 +252,24 @@ def test_wildcard_withdrawal_ends_every_purpose_and_a_later_grant_restores():
     assert live_basis([grant, withdraw], "billing", _t(-20))  # before it
     assert live_basis([grant, withdraw, regrant], "billing", NOW)
     assert not live_basis([grant], "support", NOW)  # another purpose
+
+
+def test_a_grant_of_unknown_source_is_no_basis_in_sql_and_replica():
+    con = _con()
+    memories = [("user_stated", "support", "msg", -45, None, 500, False)]
+    cases = []
+    for subject, source in (("u1", "unknown"), ("u2", "user_stated")):
+        events = [("grant", "support", "contract", -60, None, source)]
+        consent_rows, rows = _scenario(subject, events, memories)
+        cases.append((subject, consent_rows, rows, "support", None))
+    _load(con, [c[:3] for c in cases])
+    _check(con, cases)
+    served = con.execute(
+        "SELECT subject_id, count(*) FROM memories_served('acme', 'u1', 'support') "
+        "GROUP BY ALL UNION ALL "
+        "SELECT subject_id, count(*) FROM memories_served('acme', 'u2', 'support') "
+        "GROUP BY ALL"
+    ).fetchall()
+    assert served == [("u2", 1)]
+    periods = con.execute("SELECT subject_id FROM consent_periods()").fetchall()
+    assert periods == [("u2",)]
