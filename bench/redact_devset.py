@@ -22,6 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from eval.redaction import GOLD_MAP  # noqa: E402  (one label map for both)
+
 LOCALES = [
     "en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "pt_BR", "pl_PL",
     "nl_NL", "tr_TR", "hi_IN", "vi_VN", "sv_SE", "cs_CZ", "ro_RO", "en_IN",
@@ -73,19 +75,6 @@ PRIVATE_DOMAINS = [
     "intra.lan",
     "mail.example",
 ]
-#: presidio-research labels -> our entity types (as eval.redaction maps them).
-GOLD = {
-    "PERSON": "PERSON",
-    "STREET_ADDRESS": "LOCATION",
-    "GPE": "LOCATION",
-    "ZIP_CODE": "LOCATION",
-    "CREDIT_CARD": "CREDIT_CARD",
-    "PHONE_NUMBER": "PHONE_NUMBER",
-    "EMAIL_ADDRESS": "EMAIL_ADDRESS",
-    "IBAN_CODE": "IBAN_CODE",
-    "US_SSN": "US_SSN",
-    "IP_ADDRESS": "IP_ADDRESS",
-}
 
 
 def _value(fake: Any, kind: str, rnd: random.Random, us: Any) -> str:
@@ -154,7 +143,7 @@ def measure(redactor: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     for rec, found in zip(records, dets, strict=True):
         text = rec["text"]
         out = redactor._apply(text, "content", found, "dev").text  # noqa: SLF001
-        gold = [(GOLD[k], a, b) for k, a, b in rec["spans"] if k in GOLD]
+        gold = [(GOLD_MAP[k], a, b) for k, a, b in rec["spans"] if k in GOLD_MAP]
         for label, a, b in gold:
             row = rows.setdefault(label, [0, 0, 0])  # tp, fn, fp
             hit = any(

@@ -6,11 +6,9 @@ only with ``CTXLEDGER_DEBUG=1``), so schedulers and people both get a clear answ
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,10 +16,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from jobs.cli_support import (
+    BEAM_COMMAND,
+    WAREHOUSE_ENV,
+    OneLineErrorsGroup,
+    ReadOutput,
+    job_progress,
+    warehouse_default,
+    write_records,
+)
 from jobs.nightly import NightlyResult, run_nightly
 from warehouse.catalog import Warehouse, WarehouseError
 
 app = typer.Typer(
+    cls=OneLineErrorsGroup,
     help="ctxledger: the data plane behind AI-agent context builders.",
     no_args_is_help=True,
     add_completion=False,
@@ -33,7 +41,22 @@ console = Console(width=_WIDTH)
 err_console = Console(stderr=True, width=_WIDTH)
 
 WarehouseOpt = Annotated[
-    Path, typer.Option("--warehouse", "-w", help="Warehouse folder.", show_default=True)
+    Path,
+    typer.Option(
+        "--warehouse",
+        "-w",
+        envvar=WAREHOUSE_ENV,
+        callback=warehouse_default,
+        help=f"Warehouse folder (else ${WAREHOUSE_ENV}, else ctxledger.toml's "
+        "warehouse, else ./warehouse).",
+        show_default=True,
+    ),
+]
+ReadOutputOpt = Annotated[
+    ReadOutput,
+    typer.Option(
+        "--output", "-o", help="table, json (one array) or jsonl (one per line)."
+    ),
 ]
 
 
@@ -59,16 +82,6 @@ CatalogOpt = Annotated[
 ]
 
 
-class TableOrJson(StrEnum):
-    """Output choices of the report commands (typer validates them)."""
-
-    table = "table"
-    json = "json"
-
-
-TableOrJsonOpt = Annotated[
-    TableOrJson, typer.Option("--output", "-o", help="table or json.")
-]
 DataPathOpt = Annotated[
     str | None,
     typer.Option(help="Data path for Parquet files; default: <warehouse>/lake."),
@@ -122,9 +135,7 @@ def _open(warehouse: Path, catalog: str | None, data_path: str | None) -> Wareho
     return Warehouse.open(warehouse, catalog=catalog, data_path=data_path)
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
+@app.command(**BEAM_COMMAND)
 def nightly(
     ctx: typer.Context,
     landing: Annotated[
@@ -162,8 +173,8 @@ def nightly(
 ) -> None:
     """Ingest and redact new landing files; commit them as one snapshot.
 
-    Extra arguments are passed to Apache Beam, e.g. ``--runner=PortableRunner
-    --job_endpoint=embed --environment_type=LOOPBACK`` or ``--runner=FlinkRunner``.
+    Beam flags go after ``--``: ``ctxledger nightly --landing L -- --runner=
+    PortableRunner --job_endpoint=embed --environment_type=LOOPBACK``.
     """
     if source_format is not None:
         from pipelines.ingest.readers import FORMATS
@@ -174,7 +185,7 @@ def nightly(
             )
     _allow_weak_key(allow_weak_key)
     started = time.monotonic()
-    with console.status("starting", spinner="dots") as status:
+    with job_progress(console, err_console, "nightly: starting") as progress:
         result = run_nightly(
             landing,
             warehouse,
@@ -185,7 +196,7 @@ def nightly(
             catalog=catalog,
             data_path=data_path,
             beam_args=list(ctx.args),
-            progress=lambda msg: status.update(msg),
+            progress=progress,
             consent=consent,
             system_records=system_records,
             llm_endpoint=llm_endpoint,
@@ -260,6 +271,7 @@ def runs(
     limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
+    output: ReadOutputOpt = ReadOutput.table,
 ) -> None:
     """Recent runs with their per-stage counts and snapshot ids."""
     with _open(warehouse, catalog, data_path) as wh:
@@ -272,6 +284,11 @@ def runs(
             "ORDER BY r.started_at DESC LIMIT ?",
             [limit],
         ).fetchall()
+    if output is not ReadOutput.table:
+        keys = ("run_id", "job", "status", "started_at", "files_new", "stage_counts",
+                "snapshot_id", "error", "retention")  # fmt: skip
+        write_records((dict(zip(keys, row, strict=True)) for row in rows), output)
+        return
     table = Table(title="runs")
     for column in (
         "run",
@@ -324,6 +341,7 @@ def dead_letters(
     examples: Annotated[int, typer.Option(help="Example locations per reason.")] = 3,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
+    output: ReadOutputOpt = ReadOutput.table,
 ) -> None:
     """Dead letters grouped by stage and reason, with example locations."""
     where, params = ("WHERE run_id = ?", [run]) if run else ("", [])
@@ -335,6 +353,10 @@ def dead_letters(
             f"FROM dead_letters {where} GROUP BY ALL ORDER BY n DESC",
             params,
         ).fetchall()
+    if output is not ReadOutput.table:
+        keys = ("stage", "reason_code", "count", "examples")
+        write_records((dict(zip(keys, row, strict=True)) for row in rows), output)
+        return
     if not rows:
         console.print("[green]no dead letters[/]")
         return
@@ -354,7 +376,12 @@ def sql(
     ] = None,
     warehouse: WarehouseOpt = Path("warehouse"),
     output: Annotated[
-        str, typer.Option("--output", "-o", help="table, csv or json.")
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            help="table, csv, json (one array over all statements) or jsonl.",
+        ),
     ] = "table",
     snapshot: Annotated[
         int | None, typer.Option(help="Query the warehouse as of this snapshot.")
@@ -380,8 +407,8 @@ def sql(
     import duckdb
     from rich.markup import escape
 
-    if output not in {"table", "csv", "json"}:
-        _fail("--output must be table, csv or json")
+    if output not in {"table", "csv", "json", "jsonl"}:
+        _fail("--output must be table, csv, json or jsonl")
     if write and snapshot is not None:
         _fail("--write and --snapshot exclude each other (a snapshot is read-only)")
     statements = (
@@ -406,13 +433,16 @@ def sql(
         except duckdb.Error as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
             _fail(escape(f"opening the SQL console: {type(exc).__name__}: {first}"))
+        collected: list[dict] = []  # -o json: one array over all statements
         for statement in statements:
             reason = None if write else refusal(con, statement)
             if reason:
                 _fail(escape(reason))
             try:
                 relation = wh.query(statement)
-                if relation is not None:
+                if relation is not None and output == "json":
+                    collected += _records(relation)
+                elif relation is not None:
                     _print_relation(relation, output)
             except duckdb.Error as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -422,17 +452,21 @@ def sql(
                     else ""
                 )
                 _fail(escape(f"{type(exc).__name__}: {first}{hint}"))
+        if output == "json":
+            write_records(collected, "json")
+
+
+def _records(relation) -> list[dict]:
+    columns = relation.columns
+    return [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
 
 
 def _print_relation(relation, output: str) -> None:
+    if output == "jsonl":
+        write_records(_records(relation), "jsonl")
+        return
     columns = relation.columns
     rows = relation.fetchall()
-    if output == "json":
-        for row in rows:
-            console.print_json(
-                json.dumps(dict(zip(columns, row, strict=True)), default=str)
-            )
-        return
     if output == "csv":
         import csv
 
@@ -466,7 +500,7 @@ def verify(
         bool, typer.Option(help="Redact --summaries texts before checking them.")
     ] = True,
     key_file: KeyFileOpt = None,
-    output: TableOrJsonOpt = TableOrJson.table,
+    output: ReadOutputOpt = ReadOutput.table,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:
@@ -511,7 +545,7 @@ def replay(
     show_turn: Annotated[
         int | None, typer.Option(help="Print each policy's context at this turn.")
     ] = None,
-    output: TableOrJsonOpt = TableOrJson.table,
+    output: ReadOutputOpt = ReadOutput.table,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:
@@ -563,6 +597,7 @@ def memories(
     ] = None,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
+    output: ReadOutputOpt = ReadOutput.table,
 ) -> None:
     """Memories a context builder gets for a subject and purpose."""
     from datetime import datetime
@@ -572,7 +607,7 @@ def memories(
     when = datetime.fromisoformat(at) if at else None
     show_memories(
         warehouse, tenant, subject, purpose, console, at=when, policy_file=policy,
-        catalog=catalog, data_path=data_path,
+        catalog=catalog, data_path=data_path, output=output.value,
     )  # fmt: skip
 
 
@@ -601,6 +636,8 @@ def report(
 
 # Commands kept in their own modules register themselves on ``app``.
 import jobs.cli_backfill  # noqa: E402, F401
+import jobs.cli_eval  # noqa: E402, F401
+import jobs.cli_serve  # noqa: E402, F401
 import jobs.cli_stream  # noqa: E402, F401
 
 

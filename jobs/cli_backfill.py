@@ -15,7 +15,16 @@ import typer
 from rich.table import Table
 
 from jobs.backfill import BackfillResult, run_backfill
-from jobs.cli import CatalogOpt, DataPathOpt, KeyFileOpt, WarehouseOpt, app, console
+from jobs.cli import (
+    CatalogOpt,
+    DataPathOpt,
+    KeyFileOpt,
+    WarehouseOpt,
+    app,
+    console,
+    err_console,
+)
+from jobs.cli_support import BEAM_COMMAND, job_progress
 
 
 def _since(value: str | None) -> datetime | None:
@@ -27,9 +36,7 @@ def _since(value: str | None) -> datetime | None:
         raise typer.BadParameter(f"not an ISO date: {value!r}") from exc
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
+@app.command(**BEAM_COMMAND)
 def backfill(
     ctx: typer.Context,
     policy: Annotated[Path, typer.Option(help="The new policy YAML.", exists=True)],
@@ -64,10 +71,10 @@ def backfill(
 
     Prints the diff against the previous snapshot and stores it in
     ``backfill_diffs`` (docs/backfill.md shows how to check it with
-    ``AT (VERSION => n)``). Extra arguments are passed to Apache Beam.
+    ``AT (VERSION => n)``). Beam flags go after ``--``.
     """
     started = time.monotonic()
-    with console.status("starting", spinner="dots") as status:
+    with job_progress(console, err_console, "backfill: starting") as progress:
         result = run_backfill(
             warehouse,
             policy_file=policy,
@@ -79,7 +86,7 @@ def backfill(
             catalog=catalog,
             data_path=data_path,
             beam_args=list(ctx.args),
-            progress=lambda msg: status.update(msg),
+            progress=progress,
         )
     print_backfill(result, time.monotonic() - started)
 

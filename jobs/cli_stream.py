@@ -25,6 +25,7 @@ from jobs.cli import (
     console,
     err_console,
 )
+from jobs.cli_support import BEAM_COMMAND
 from jobs.stream import BatchReport, StopFlag, StreamAborted, run_stream
 
 
@@ -39,9 +40,7 @@ def _print_batch(report: BatchReport) -> None:
     )
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
+@app.command(**BEAM_COMMAND)
 def stream(
     ctx: typer.Context,
     landing: Annotated[Path, typer.Option(help="Landing folder to watch.")],
@@ -73,8 +72,8 @@ def stream(
 
     Each closed window's settled files run through the nightly stage graph as one
     Beam pipeline and one DuckLake snapshot. SIGINT/SIGTERM drain (commit what was
-    picked up) and exit 0; a second signal aborts (exit 130). Extra arguments go
-    to Apache Beam, as for nightly. See docs/streaming.md.
+    picked up) and exit 0; a second signal aborts (exit 130). Beam flags go
+    after ``--``, as for nightly. See docs/streaming.md.
     """
     if source_format is not None:
         from pipelines.ingest.readers import FORMATS

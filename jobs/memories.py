@@ -24,8 +24,10 @@ def show_memories(
     policy_file: str | Path | None = None,
     catalog: str | None = None,
     data_path: str | None = None,
+    output: str = "table",
 ) -> None:
-    """Print the served memories of one subject for one purpose."""
+    """Print the served memories of one subject for one purpose: a table, or
+    (``output`` ``json``/``jsonl``) every served field for a program."""
     from schemas.policy import load_policy
     from warehouse.catalog import Warehouse
     from warehouse.memory_api import memories
@@ -33,6 +35,13 @@ def show_memories(
     settings = load_policy(policy_file).memory
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         view = memories(wh, tenant_id, subject_id, purpose, at, settings=settings)
+    if output != "table":
+        from dataclasses import asdict
+
+        from jobs.cli_support import write_records
+
+        write_records((asdict(item) for item in view.items), output)
+        return
     if not view.items:
         console.print("no memories served (none stored, expired, or no live basis)")
         return

@@ -71,7 +71,10 @@ def print_replay(
     from pipelines.ledger.replay import BUCKETS, render_context
 
     session = outcome.session
-    if output == "json":
+    if output in {"json", "jsonl"}:  # one array / one object per line
+        from jobs.cli_support import write_records
+
+        payloads = []
         for result in outcome.results:
             payload = {
                 "session_id": session.session_id,
@@ -80,10 +83,12 @@ def print_replay(
                 "session_total": result.session_total,
                 "carried": result.carried,
                 "missing": result.missing,
+                "tools": outcome.view.tool_usage.as_dict(),
             }
             if per_turn:
                 payload["per_turn"] = result.per_turn
-            console.print_json(json.dumps(payload, sort_keys=True))
+            payloads.append(json.loads(json.dumps(payload, sort_keys=True)))
+        write_records(payloads, output)
         return
     turns = len(outcome.view.messages)
     table = Table(
@@ -111,6 +116,13 @@ def print_replay(
             Text("\n".join(result.missing) or "-"),
         )
     console.print(table)
+    usage = outcome.view.tool_usage
+    if usage.never_called:
+        console.print(
+            f"defined tools never called: {', '.join(usage.never_called)} "
+            f"({usage.never_called_tokens} tokens a turn, "
+            f"{usage.never_called_session_tokens} over the session)"
+        )
     if per_turn:
         for result in outcome.results:
             detail = Table(title=f"{result.policy}: tokens per turn")

@@ -220,16 +220,18 @@ def verify_stored(
 
 
 def print_report(report: VerifyReport, console, output: str = "table") -> None:
-    """Print a report as a rich table (``table``) or one JSON object per row."""
+    """Print a report as a rich table (``table``), one JSON array (``json``) or
+    one JSON object per row and line (``jsonl``)."""
     import json
 
     from rich.table import Table
     from rich.text import Text
 
-    if output == "json":
-        for row in report.rows:
-            payload = {**row.__dict__, "passed": row.passed}
-            console.print_json(json.dumps(payload, sort_keys=True))
+    if output in {"json", "jsonl"}:  # one array / one object per line
+        from jobs.cli_support import write_records
+
+        rows = ({**row.__dict__, "passed": row.passed} for row in report.rows)
+        write_records((json.loads(json.dumps(r, sort_keys=True)) for r in rows), output)
         return
     table = Table(title="ledger audit (protected fields and artifact trail)")
     for column in (

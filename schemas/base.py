@@ -12,7 +12,7 @@ import json
 from datetime import date, datetime
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 
@@ -56,7 +56,10 @@ class Record(BaseModel):
     #: Column(s) that identify a row; the commit step de-duplicates on them.
     key: ClassVar[tuple[str, ...]] = ()
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(
+        default=SCHEMA_VERSION,
+        description="Version of the record schema the row was written with.",
+    )
 
     def row(self) -> dict[str, Any]:
         """The record as a plain dict ready for Arrow (nested models become dicts)."""

@@ -234,6 +234,8 @@ class DocumentVersion(Record):
     policy_version: str
     chunker_version: str
     run_id: str = ""
+    #: The registered source (``schemas.sources``); NULL in rows written before.
+    source_id: str | None = None
 
 
 class EvidenceChunk(Record):
@@ -271,6 +273,8 @@ class EvidenceChunk(Record):
     embedding_reused: bool = False
     policy_version: str
     run_id: str = ""
+    #: The registered source (``schemas.sources``); NULL in rows written before.
+    source_id: str | None = None
 
     @field_validator("embedding")
     @classmethod
@@ -319,7 +323,7 @@ class SearchHit(_Strict):
     fused: float
 
 
-ItemKind = Literal["evidence", "tool_artifact", "fact", "hypothesis"]
+ItemKind = Literal["evidence", "tool_artifact", "fact", "hypothesis", "tool"]
 DropReason = Literal[
     "non_positive_utility",
     "over_budget",
@@ -327,6 +331,8 @@ DropReason = Literal[
     "near_duplicate",
     "low_relevance",
     "superseded",
+    "source_invalidated",
+    "source_expired",
 ]
 
 
@@ -369,6 +375,12 @@ class ContextItem(_Strict):
     effective_from: datetime | None = None
     chunk_ids: list[str] = Field(default_factory=list)
     scores: ContextScores
+    #: The registered source (``schemas.sources``), its owner, the registry
+    #: version that valued the item, and the source's injection risk.
+    source_id: str | None = None
+    source_owner: str | None = None
+    registry_version: str | None = None
+    injection_risk: str | None = None
 
 
 class DroppedItem(_Strict):
@@ -427,6 +439,8 @@ class ContextManifest(_Strict):
     overhead_tokens: int
     budget_tokens: int
     used_tokens: int
+    #: The source registry version ``pack`` valued the items with.
+    registry_version: str | None = None
     selected: list[ContextItem]
     dropped: list[DroppedItem]
     notes: list[str] = Field(default_factory=list)

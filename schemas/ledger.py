@@ -127,41 +127,78 @@ class LedgerEntry(Record):
     table: ClassVar[str | None] = "compression_ledger"
     key: ClassVar[tuple[str, ...]] = ("summary_id",)
 
-    summary_id: str
-    tenant_id: str
-    session_id: str
-    scope: LedgerScope
-    window_index: int | None = None
-    window_start_turn: int
-    window_end_turn: int
-    covered_from_turn: int
-    covered_to_turn: int
-    strategy: str
-    strategy_version: str
-    generator: str
-    generator_version: str
-    created_at: datetime
-    source_ids: list[str] = Field(default_factory=list)
-    source_hashes: list[str] = Field(default_factory=list)
-    sources_digest: str
-    parent_summary_id: str | None = None
-    sections: SummarySections
-    summary_text: str
-    summary_tokens: int = 0
-    source_tokens: int = 0
-    protected_fields: list[ProtectedField] = Field(default_factory=list)
-    protected_checksum: str
-    verified: bool
-    missing_fields: list[str] = Field(default_factory=list)
-    altered_fields: list[str] = Field(default_factory=list)
-    roll_depth: int = Field(default=0, ge=0)
-    rebuilt_from_raw: bool = True
-    rebuild_reason: str | None = None
-    rebuild_required: bool = False
-    rebuild_required_reasons: list[str] = Field(default_factory=list)
-    settings_digest: str = ""
-    policy_version: str = ""
-    run_id: str = ""
+    summary_id: str = Field(description="Content-hash id of the summary.")
+    tenant_id: str = Field(description="Tenant the row belongs to.")
+    session_id: str = Field(description="Session summarised.")
+    scope: LedgerScope = Field(
+        description="session (whole session) or window (cumulative up to a window)."
+    )
+    window_index: int | None = Field(
+        default=None, description="Compaction window index (window scope)."
+    )
+    window_start_turn: int = Field(description="First turn of the window.")
+    window_end_turn: int = Field(description="Last turn of the window.")
+    covered_from_turn: int = Field(description="First turn the summary covers.")
+    covered_to_turn: int = Field(description="Last turn the summary covers.")
+    strategy: str = Field(description="Compression strategy.")
+    strategy_version: str = Field(description="Version of the strategy.")
+    generator: str = Field(description="What wrote the summary.")
+    generator_version: str = Field(description="Version of the generator.")
+    created_at: datetime = Field(description="When the summary was made (UTC).")
+    source_ids: list[str] = Field(
+        default_factory=list, description="Messages this entry read itself."
+    )
+    source_hashes: list[str] = Field(
+        default_factory=list, description="Content hashes of those messages."
+    )
+    sources_digest: str = Field(
+        description="Hash over all covered messages (detects changes)."
+    )
+    parent_summary_id: str | None = Field(
+        default=None, description="Previous window's summary it was merged into."
+    )
+    sections: SummarySections = Field(
+        description="Goal, decisions, open questions, artifacts, tests, next steps."
+    )
+    summary_text: str = Field(description="The summary as text.")
+    summary_tokens: int = Field(default=0, description="Tokens of summary_text.")
+    source_tokens: int = Field(default=0, description="Tokens of the covered messages.")
+    protected_fields: list[ProtectedField] = Field(
+        default_factory=list,
+        description="Fields that must survive compression, with sources.",
+    )
+    protected_checksum: str = Field(description="Checksum over the protected fields.")
+    verified: bool = Field(
+        description="Every protected field is present and unaltered."
+    )
+    missing_fields: list[str] = Field(
+        default_factory=list, description="Protected fields the summary lost."
+    )
+    altered_fields: list[str] = Field(
+        default_factory=list, description="Protected fields the summary changed."
+    )
+    roll_depth: int = Field(
+        default=0, ge=0, description="Merges since the last rebuild from raw messages."
+    )
+    rebuilt_from_raw: bool = Field(
+        default=True, description="Built from raw messages rather than merged."
+    )
+    rebuild_reason: str | None = Field(
+        default=None, description="Why it was rebuilt from raw."
+    )
+    rebuild_required: bool = Field(
+        default=False, description="A rebuild rule fired: the next run rebuilds it."
+    )
+    rebuild_required_reasons: list[str] = Field(
+        default_factory=list, description="Which rules fired."
+    )
+    settings_digest: str = Field(
+        default="", description="Hash of the ledger settings used."
+    )
+    policy_version: str = Field(
+        default="", description="Policy version it was built under."
+    )
+    run_id: str = Field(default="", description="Run that wrote the row (see runs).")
 
 
 class ArtifactTrailEntry(Record):

@@ -100,32 +100,67 @@ class MemoryRecord(Record):
     table: ClassVar[str | None] = "memories"
     key: ClassVar[tuple[str, ...]] = ("memory_id",)
 
-    memory_id: str
-    tenant_id: str
-    subject_id: str
-    purpose: str
-    kind: MemoryKind
-    source: MemorySource
-    text: str
-    slot: str | None = None
-    value: str | None = None
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    extractor: str
-    extractor_version: str
-    provenance: Provenance | None = None
-    basis: str | None = None
-    consent_id: str | None = None
-    created_at: datetime
-    valid_from: datetime
-    valid_to: datetime | None = None
-    stated_valid_to: datetime | None = None
-    recorded_at: datetime
-    superseded_at: datetime | None = None
-    superseded_by: str | None = None
-    conflict_with: str | None = None
-    expires_at: datetime
-    policy_version: str
-    run_id: str = ""
+    memory_id: str = Field(description="Content-hash id of the memory.")
+    tenant_id: str = Field(description="Tenant the row belongs to.")
+    subject_id: str = Field(description="Person or account the memory is about.")
+    purpose: str = Field(
+        description="Purpose the memory may be used for (policy-listed)."
+    )
+    kind: MemoryKind = Field(
+        description="Kind of memory (preference, account_state, ...)."
+    )
+    source: MemorySource = Field(
+        description="user_stated, system_record or model_inferred."
+    )
+    text: str = Field(description="The memory as served, redacted.")
+    slot: str | None = Field(
+        default=None,
+        description="Normalised key the memory is about; newer ones supersede.",
+    )
+    value: str | None = Field(
+        default=None, description="The slot's value, when the extractor isolated it."
+    )
+    confidence: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="Extractor confidence, 0 to 1."
+    )
+    extractor: str = Field(description="Extractor that produced the memory.")
+    extractor_version: str = Field(description="Version of that extractor.")
+    provenance: Provenance | None = Field(
+        default=None, description="Session, message and character span it came from."
+    )
+    basis: str | None = Field(
+        default=None,
+        description="Legal basis (consent, contract, ...) it is kept under.",
+    )
+    consent_id: str | None = Field(
+        default=None, description="Consent record that allows it, if consent-based."
+    )
+    created_at: datetime = Field(description="When the statement was made (UTC).")
+    valid_from: datetime = Field(description="Start of validity (UTC).")
+    valid_to: datetime | None = Field(
+        default=None, description="Effective end of validity (UTC); NULL: open."
+    )
+    stated_valid_to: datetime | None = Field(
+        default=None, description="End of validity the source itself gave."
+    )
+    recorded_at: datetime = Field(description="When the warehouse stored it (UTC).")
+    superseded_at: datetime | None = Field(
+        default=None, description="When a newer memory on the slot took over."
+    )
+    superseded_by: str | None = Field(
+        default=None, description="memory_id of that newer memory."
+    )
+    conflict_with: str | None = Field(
+        default=None, description="memory_id it disagrees with, where no rule decides."
+    )
+    expires_at: datetime = Field(description="Retention expiry (UTC) from the policy.")
+    policy_version: str = Field(description="Policy version it was extracted under.")
+    run_id: str = Field(default="", description="Run that wrote the row (see runs).")
+    #: The registered source (``schemas.sources``); NULL in rows written before.
+    source_id: str | None = Field(
+        default=None,
+        description="Registered source it came from; NULL in older rows.",
+    )
 
 
 class MemoryRejection(Record):

@@ -23,16 +23,27 @@ class DeadLetter(Record):
     table: ClassVar[str | None] = "dead_letters"
     key: ClassVar[tuple[str, ...]] = ("dead_letter_id",)
 
-    dead_letter_id: str
-    run_id: str = ""
-    stage: str
-    tenant_id: str
-    source_file: str
-    source_offset: str
-    reason_code: str
-    message: str
-    quarantine_ref: str | None = None
-    job_version: str
+    dead_letter_id: str = Field(description="Content-hash id of the dead letter.")
+    run_id: str = Field(default="", description="Run that produced it (see runs).")
+    stage: str = Field(
+        description="Stage that could not process the record (ingest, redact, ...)."
+    )
+    tenant_id: str = Field(description="Tenant the row belongs to.")
+    source_file: str = Field(
+        description="Landing file (or input) the record came from."
+    )
+    source_offset: str = Field(
+        description="Where in that file: line, record index or key."
+    )
+    reason_code: str = Field(description="Machine-readable reason, e.g. invalid_json.")
+    message: str = Field(
+        description="Explanation written by our code; never the raw payload."
+    )
+    quarantine_ref: str | None = Field(
+        default=None,
+        description="Owner-only quarantine file with the raw bytes, if kept.",
+    )
+    job_version: str = Field(description="Code version of the job.")
 
 
 class LandingFile(Record):
@@ -96,28 +107,44 @@ class RunManifest(Record):
     table: ClassVar[str | None] = "runs"
     key: ClassVar[tuple[str, ...]] = ("run_id",)
 
-    run_id: str
-    job: str
-    status: RunStatus
-    started_at: datetime
-    finished_at: datetime
-    policy_version: str
-    code_version: str
-    runner: str
-    files_seen: int = 0
-    files_new: int = 0
-    stage_counts: list[StageCount] = Field(default_factory=list)
-    table_rows: str = "{}"
-    files_skipped: int = 0
-    config: str = "{}"
-    snapshot_id: int | None = None
-    error: str | None = None
+    run_id: str = Field(
+        description="Deterministic id of the run (job, policy, inputs)."
+    )
+    job: str = Field(description="nightly, backfill, stream, forget, ...")
+    status: RunStatus = Field(description="committed or failed.")
+    started_at: datetime = Field(description="Start time (UTC).")
+    finished_at: datetime = Field(description="End time (UTC).")
+    policy_version: str = Field(description="Policy version the run applied.")
+    code_version: str = Field(description="ctxledger version that ran.")
+    runner: str = Field(description="Beam runner (DirectRunner, FlinkRunner, ...).")
+    files_seen: int = Field(default=0, description="Landing files found.")
+    files_new: int = Field(default=0, description="Landing files not processed before.")
+    stage_counts: list[StageCount] = Field(
+        default_factory=list, description="Records in, out and dead-lettered per stage."
+    )
+    table_rows: str = Field(
+        default="{}", description="Rows written per table, as JSON."
+    )
+    files_skipped: int = Field(
+        default=0, description="Files skipped (not a transcript extension)."
+    )
+    config: str = Field(default="{}", description="The run's JobConfig as JSON.")
+    snapshot_id: int | None = Field(
+        default=None, description="DuckLake snapshot the run committed."
+    )
+    error: str | None = Field(
+        default=None, description="First line of the error of a failed run."
+    )
     #: Empty for runs that predate stage timings (their column reads NULL).
-    stage_timings: list[StageTiming] = Field(default_factory=list)
+    stage_timings: list[StageTiming] = Field(
+        default_factory=list, description="Seconds spent per stage."
+    )
     #: What the run's retention step did, as JSON counts (``warehouse.retention``
     #: ``RetentionCounts``: memories expired / withdrawn / re-resolved, artifacts
     #: and evidence rows past retention, snapshots expired, files deleted).
-    retention: str = "{}"
+    retention: str = Field(
+        default="{}", description="What the retention step purged, as JSON counts."
+    )
 
     @field_validator("stage_timings", mode="before")
     @classmethod

@@ -22,6 +22,9 @@ Sections:
 * ``evidence``: document chunking bounds, embedding model and precision, ACL
   and trust defaults, hybrid-search and pack weights
   (``schemas.evidence.EvidenceSettings``).
+* ``sources``: the source registry (``schemas.sources.SourceRegistry``) whose
+  ids rows are stamped with; ``ctxledger sources --sync`` stores it (or a
+  standalone registry file) in the ``sources`` table that ``pack`` reads.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from schemas.base import canonical_json
 from schemas.evidence import EvidenceSettings
 from schemas.ledger import PROTECTED_KINDS, ProtectedKind
 from schemas.memory import MemorySettings
+from schemas.sources import SourceRegistry
 
 OperatorName = Literal["pseudonymize", "mask", "redact", "keep"]
 
@@ -199,6 +203,8 @@ class Policy(_Strict):
     ledger: LedgerSettings = LedgerSettings()
     memory: MemorySettings = MemorySettings()
     evidence: EvidenceSettings = EvidenceSettings()
+    #: The source registry rows are stamped with at write time (docs/sources.md).
+    sources: SourceRegistry = SourceRegistry()
 
     @model_validator(mode="after")
     def _json_key_types_listed(self) -> Policy:

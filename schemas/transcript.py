@@ -52,18 +52,37 @@ class ToolObservation(Record):
     table: ClassVar[str | None] = "tool_observations"
     key: ClassVar[tuple[str, ...]] = ("observation_id",)
 
-    observation_id: str
-    message_id: str
-    session_id: str
-    tenant_id: str
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-    status: ToolStatus = "unknown"
-    size_bytes: int = 0
-    line_count: int = 0
-    token_count: int = 0
-    key_fields: str = "{}"
-    artifact_ref: str
+    observation_id: str = Field(description="Content-hash id of the observation.")
+    message_id: str = Field(
+        description="The tool-result message this observation summarises."
+    )
+    session_id: str = Field(description="Session of the message.")
+    tenant_id: str = Field(description="Tenant the row belongs to.")
+    tool_call_id: str | None = Field(
+        default=None,
+        description="Id of the tool call this result answers, when the source "
+        "gave one.",
+    )
+    tool_name: str | None = Field(
+        default=None, description="Name of the tool that produced the output."
+    )
+    status: ToolStatus = Field(
+        default="unknown",
+        description="ok, error or unknown, as read from the tool result.",
+    )
+    size_bytes: int = Field(
+        default=0, description="Size of the redacted raw output in bytes."
+    )
+    line_count: int = Field(default=0, description="Lines in the raw output.")
+    token_count: int = Field(
+        default=0,
+        description="Tokens of the raw output (what carrying it in context would "
+        "cost).",
+    )
+    key_fields: str = Field(
+        default="{}", description="Typed facts extracted from the output, as JSON."
+    )
+    artifact_ref: str = Field(description="Id of the stored raw output in artifacts.")
 
 
 class Artifact(Record):
@@ -72,12 +91,18 @@ class Artifact(Record):
     table: ClassVar[str | None] = "artifacts"
     key: ClassVar[tuple[str, ...]] = ("artifact_id",)
 
-    artifact_id: str
-    tenant_id: str
-    media_type: Literal["application/json", "text/plain"] = "text/plain"
-    size_bytes: int
-    content: str
-    policy_version: str
+    artifact_id: str = Field(
+        description="Content-hash id of the redacted output (per tenant)."
+    )
+    tenant_id: str = Field(description="Tenant the row belongs to.")
+    media_type: Literal["application/json", "text/plain"] = Field(
+        default="text/plain", description="application/json or text/plain."
+    )
+    size_bytes: int = Field(description="Size of content in bytes.")
+    content: str = Field(description="The redacted tool output.")
+    policy_version: str = Field(
+        description="Redaction policy version the content was redacted under."
+    )
 
 
 class Session(Record):
@@ -86,16 +111,22 @@ class Session(Record):
     table: ClassVar[str | None] = "sessions"
     key: ClassVar[tuple[str, ...]] = ("session_id",)
 
-    session_id: str
-    tenant_id: str
-    source_format: str
-    source_file: str
-    source_hash: str
-    external_id: str | None = None
-    started_at: datetime | None = None
-    message_count: int = 0
-    metadata: str = "{}"
-    run_id: str = ""
+    session_id: str = Field(description="Content-hash id of the session.")
+    tenant_id: str = Field(description="Tenant the row belongs to.")
+    source_format: str = Field(description="Reader that parsed the source file.")
+    source_file: str = Field(description="Landing file the session came from.")
+    source_hash: str = Field(description="Content hash of that landing file.")
+    external_id: str | None = Field(
+        default=None, description="The session id the source itself used, if any."
+    )
+    started_at: datetime | None = Field(
+        default=None, description="Time of the first message, when known (UTC)."
+    )
+    message_count: int = Field(default=0, description="Messages in the session.")
+    metadata: str = Field(
+        default="{}", description="Source metadata as JSON (redacted)."
+    )
+    run_id: str = Field(default="", description="Run that wrote the row (see runs).")
 
 
 class Message(Record):
@@ -104,21 +135,44 @@ class Message(Record):
     table: ClassVar[str | None] = "messages"
     key: ClassVar[tuple[str, ...]] = ("message_id",)
 
-    message_id: str
-    session_id: str
-    tenant_id: str
-    turn: int = Field(ge=0)
-    role: Role
-    name: str | None = None
-    content: str = ""
-    thinking: str | None = None
-    content_hash: str
-    created_at: datetime | None = None
-    token_count: int = Field(ge=0)
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    tool_call_id: str | None = None
-    artifact_ref: str | None = None
-    pii: list[PiiFinding] = Field(default_factory=list)
-    policy_version: str
-    source_ref: str
-    run_id: str = ""
+    message_id: str = Field(description="Content-hash id of the message.")
+    session_id: str = Field(description="Session the message belongs to.")
+    tenant_id: str = Field(description="Tenant the row belongs to.")
+    turn: int = Field(ge=0, description="Position in the session, from 0.")
+    role: Role = Field(description="system, user, assistant or tool.")
+    name: str | None = Field(
+        default=None, description="Speaker or tool name, when the source gave one."
+    )
+    content: str = Field(
+        default="",
+        description="Redacted text: PII and secrets replaced by placeholders.",
+    )
+    thinking: str | None = Field(
+        default=None, description="Redacted reasoning text, when the source kept it."
+    )
+    content_hash: str = Field(description="Hash of the redacted content.")
+    created_at: datetime | None = Field(
+        default=None, description="When the message was written (UTC), when known."
+    )
+    token_count: int = Field(ge=0, description="Tokens of content.")
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list,
+        description="Tool calls the assistant requested (arguments redacted).",
+    )
+    tool_call_id: str | None = Field(
+        default=None, description="For tool results: the call this answers."
+    )
+    artifact_ref: str | None = Field(
+        default=None,
+        description="For tool results: the stored raw output in artifacts.",
+    )
+    pii: list[PiiFinding] = Field(
+        default_factory=list,
+        description="Entities the redactor replaced: type, field, span, score (no"
+        " values).",
+    )
+    policy_version: str = Field(description="Redaction policy version.")
+    source_ref: str = Field(
+        description="Where in the landing file the message was read."
+    )
+    run_id: str = Field(default="", description="Run that wrote the row (see runs).")

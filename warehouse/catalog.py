@@ -32,6 +32,7 @@ from schemas.arrow import arrow_schema
 from warehouse.catalog_url import catalog_location
 from warehouse.concurrency import retry_on_conflict
 from warehouse.tables import TABLES
+from warehouse.views import install_catalog_extras
 
 CATALOG_FILE = "catalog.ducklake"
 LAKE_ALIAS = "lake"
@@ -295,7 +296,8 @@ class Warehouse:
             self.connection()
             .execute(
                 "SELECT table_name FROM information_schema.tables "
-                "WHERE table_catalog = ? AND table_schema = 'main'",
+                "WHERE table_catalog = ? AND table_schema = 'main' "
+                "AND table_type = 'BASE TABLE'",  # not warehouse/views.py's views
                 [LAKE_ALIAS],
             )
             .fetchall()
@@ -346,8 +348,6 @@ class Warehouse:
                     ):
                         additions.append((name, path, empty))
             lock_missing = COMMIT_LOCK_TABLE not in existing
-            if not creates and not additions and not lock_missing:
-                return
             for name, empty in creates:
                 con.register("__empty", empty)
                 con.execute(f"CREATE TABLE {name} AS SELECT * FROM __empty")
@@ -362,6 +362,11 @@ class Warehouse:
             if lock_missing:
                 con.execute(f"CREATE TABLE {COMMIT_LOCK_TABLE} (commits BIGINT)")
                 con.execute(f"INSERT INTO {COMMIT_LOCK_TABLE} VALUES (0)")
+            # Views and comments for analysts (warehouse/views.py): no DDL when
+            # they are up to date, so an unchanged warehouse gets no snapshot.
+            extras = install_catalog_extras(con, LAKE_ALIAS)
+            if not creates and not additions and not lock_missing and not extras:
+                return
             self._set_commit_message("schema", {"kind": "schema"})
 
     def take_commit_lock(self) -> None:

@@ -64,6 +64,7 @@ from schemas.evidence import (
     DroppedItem,
     PackRequest,
 )
+from schemas.sources import SourceRegistry, SourceSpec, above_clearance
 
 if TYPE_CHECKING:
     from schemas.evidence import PackSettings
@@ -108,6 +109,15 @@ class Candidate:
     row: int | None = None
     doc_version_id: str | None = None
     shingles: frozenset[int] = frozenset()
+    #: What the source registry is matched on: the key kind and its keys.
+    source_kind: str = "document"
+    source_keys: tuple[str | None, ...] = ()
+    #: The item's own authority (a document's ``authority``) beats its source's.
+    own_authority: bool = False
+    source_id: str | None = None
+    source_owner: str | None = None
+    registry_version: str | None = None
+    injection_risk: str | None = None
 
 
 def _aware(when: datetime | None) -> datetime | None:
@@ -223,6 +233,8 @@ def _chunk_candidate(
 ) -> Candidate:
     meta = index.row(row)
     section = "/".join(meta["section_path"])
+    artifact = meta["kind"] == "tool_artifact"
+    tool = meta["section_path"][0] if artifact and meta["section_path"] else None
     effective = _aware(meta["effective_from"])
     if meta["kind"] == "tool_artifact" and effective == EPOCH:
         # written before undated outputs took their run's time: the date is
@@ -248,6 +260,9 @@ def _chunk_candidate(
         row=row,
         doc_version_id=meta["doc_version_id"],
         shingles=shingles(meta["text"], settings.shingle_words),
+        source_kind="tool_artifact" if artifact else "document",
+        source_keys=(tool,) if artifact else (meta["doc_id"],),
+        own_authority=not artifact and meta["authority"] is not None,
     )
 
 
@@ -277,7 +292,10 @@ def _evidence_candidates(
             operator_groups=operators,
         )
         rows = [r.row for r in ranked]
-        held = int(index.meta.column("token_count").take(rows).to_numpy().sum())
+        # np.int64 indices: pyarrow types an empty list as null and has no
+        # take kernel for it (a request with nothing in scope).
+        counts = index.meta.column("token_count")
+        held = int(counts.take(np.asarray(rows, np.int64)).to_numpy().sum())
         if (
             request.candidates
             or held >= wanted
@@ -371,6 +389,12 @@ def _memory_candidates(
                 effective_from=memory.valid_from,
                 content_key=content_hash(memory.text),
                 shingles=shingles(memory.text, settings.shingle_words),
+                source_kind="memory",
+                source_keys=(
+                    memory.source,
+                    f"{memory.source}:{getattr(memory, 'kind', served_as)}",
+                ),
+                source_id=getattr(memory, "source_id", None),
             )
         )
     return out
@@ -385,6 +409,10 @@ def _item(
 ) -> ContextItem:
     flagged = instruction_like(c.text)
     return ContextItem(
+        source_id=c.source_id,
+        source_owner=c.source_owner,
+        registry_version=c.registry_version,
+        injection_risk=c.injection_risk,
         item_id=c.item_id,
         kind=c.kind,  # type: ignore[arg-type]
         source=c.source,
@@ -444,6 +472,10 @@ def _join(parts: list[Candidate]) -> Candidate:
         char_end=parts[-1].char_end,
         row=first.row,
         doc_version_id=first.doc_version_id,
+        source_id=first.source_id,
+        source_owner=first.source_owner,
+        registry_version=first.registry_version,
+        injection_risk=first.injection_risk,
     )
 
 
@@ -525,6 +557,76 @@ def _superseded(
             )
         )
     return out
+
+
+# ------------------------------------------------------------------ sources
+def _registry(wh: Warehouse, policy: Policy) -> SourceRegistry:
+    """The active source registry (``warehouse.sources``); the policy's own for
+    a warehouse object without tables (test doubles)."""
+    if not hasattr(wh, "existing_tables") or not hasattr(wh, "connection"):
+        return policy.sources
+    from warehouse.sources import active_registry  # noqa: PLC0415
+
+    return active_registry(wh, policy)
+
+
+def _stamp(
+    c: Candidate,
+    registry: SourceRegistry,
+    settings: PackSettings,
+    at: datetime,
+) -> SourceSpec:
+    """Give ``c`` its source (id, owner, registry version, injection risk), the
+    source's authority (unless the item has its own) and freshness."""
+    from warehouse.sources import source_of  # noqa: PLC0415
+
+    spec = registry.spec(
+        source_of(registry, c.source_id, c.source_kind, *c.source_keys)
+    )
+    c.source_id = spec.source_id
+    c.source_owner = spec.owner
+    c.registry_version = registry.registry_version
+    c.injection_risk = spec.injection_risk
+    if spec.injection_risk == "high":
+        c.trust = "untrusted"  # whatever the document said of itself
+    if spec.authority is not None and not c.own_authority:
+        c.authority = spec.authority
+    half_life = spec.freshness_half_life_days or settings.freshness_half_life_days
+    c.freshness = freshness(c.effective_from, at, half_life)
+    return spec
+
+
+def _apply_sources(
+    candidates: list[Candidate],
+    registry: SourceRegistry,
+    settings: PackSettings,
+    at: datetime,
+    clearance: str,
+) -> tuple[list[Candidate], list[tuple[Candidate, str]], int]:
+    """``(kept, dropped with reason, withheld)``: items of an invalidated
+    source are dropped ``source_invalidated``, items older than their
+    source's TTL ``source_expired``; items of a source more sensitive than the
+    principal's clearance are withheld (never listed: their text must not
+    reach the manifest), counted only."""
+    kept: list[Candidate] = []
+    dropped: list[tuple[Candidate, str]] = []
+    withheld = 0
+    for c in candidates:
+        spec = _stamp(c, registry, settings, at)
+        if above_clearance(spec.sensitivity, clearance):
+            withheld += 1
+        elif spec.invalidated:
+            dropped.append((c, "source_invalidated"))
+        elif (
+            spec.ttl_days is not None
+            and c.effective_from is not None
+            and (at - _aware(c.effective_from)).total_seconds() / 86_400.0  # type: ignore[operator]
+            > spec.ttl_days
+        ):
+            dropped.append((c, "source_expired"))
+        else:
+            kept.append(c)
+    return kept, dropped, withheld
 
 
 # ----------------------------------------------------------------- greedy
@@ -626,9 +728,16 @@ class _Greedy:
 
 # --------------------------------------------------------------------- pack
 def pack_context(
-    wh: Warehouse, request: PackRequest, policy: Policy
+    wh: Warehouse,
+    request: PackRequest,
+    policy: Policy,
+    registry: SourceRegistry | None = None,
 ) -> ContextManifest:
-    """Select and explain the context for ``request`` (see the module docstring)."""
+    """Select and explain the context for ``request`` (see the module docstring).
+
+    ``registry``: value items with this source registry instead of the active
+    one (``warehouse.sources.active_registry``): what-if runs and ablations.
+    """
     from warehouse.evidence_api import embedder  # noqa: PLC0415
 
     settings = policy.evidence.pack
@@ -648,9 +757,18 @@ def pack_context(
         if not request.subject_id and not operators & set(request.principal_groups):
             notes.append("tool artifacts skipped: the request names no subject")
     candidates += _memory_candidates(wh, request, policy, notes)
+    registry = registry or _registry(wh, policy)
+    clearance = registry.clearance_of(request.principal_groups)
     for c in candidates:
         c.relevance = max(0.0, min(1.0, float(query_vec @ c.vector)))
-        c.freshness = freshness(c.effective_from, at, settings.freshness_half_life_days)
+    candidates, source_drops, withheld = _apply_sources(
+        candidates, registry, settings, at, clearance
+    )
+    if withheld:
+        notes.append(
+            f"{withheld} item(s) withheld: their source is above the "
+            f"principal's sensitivity clearance ({clearance})"
+        )
 
     by_id = {c.item_id: c for c in candidates}
     missing = [m for m in request.mandatory if m not in by_id]
@@ -659,7 +777,13 @@ def pack_context(
     order = _reading_order(index) if index is not None and index.n else None
     state = _Greedy(candidates, settings)
     chosen: list[tuple[Candidate, ContextScores, bool]] = []
-    dropped: list[DroppedItem] = []
+    dropped: list[DroppedItem] = [
+        DroppedItem(
+            item=_item(c, now, state._scores(c, 0.0), False),
+            reason=reason,  # type: ignore[arg-type]
+        )
+        for c, reason in source_drops
+    ]
     chosen_rows: dict[int, Candidate] = {}
     chosen_keys: dict[str, str] = {}
     used = 0
@@ -763,9 +887,7 @@ def pack_context(
             if old.item_id in by_id:
                 continue
             old.relevance = max(0.0, min(1.0, float(query_vec @ old.vector)))
-            old.freshness = freshness(
-                old.effective_from, at, settings.freshness_half_life_days
-            )
+            _stamp(old, registry, settings, at)
             dropped.append(
                 DroppedItem(
                     item=_item(old, now, state.scores_outside(old), False),
@@ -793,6 +915,7 @@ def pack_context(
         overhead_tokens=request.overhead_tokens,
         budget_tokens=budget,
         used_tokens=used,
+        registry_version=registry.registry_version,
         selected=selected,
         dropped=dropped,
         notes=notes,

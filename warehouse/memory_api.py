@@ -918,8 +918,10 @@ def subject_sessions(
 def _columns(wh: Warehouse) -> dict[str, set[str]]:
     rows = wh.query(
         "SELECT table_name, column_name FROM information_schema.columns "
-        "WHERE table_catalog = ? AND table_schema = 'main'",
-        [LAKE_ALIAS],
+        "WHERE table_catalog = ? AND table_schema = 'main' AND table_name IN "
+        "(SELECT table_name FROM information_schema.tables WHERE table_catalog = ? "
+        "AND table_type = 'BASE TABLE')",  # not the analysts' views
+        [LAKE_ALIAS, LAKE_ALIAS],
     ).fetchall()
     out: dict[str, set[str]] = {}
     for table, column in rows:

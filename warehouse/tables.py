@@ -23,6 +23,7 @@ from schemas.memory import (
     MemoryRecord,
     MemoryRejection,
 )
+from schemas.sources import SourceRow
 
 #: Every table, in commit order, mapped to its record model. A new record family
 #: adds its models here; ``Warehouse.ensure_tables`` creates them on next open.
@@ -48,5 +49,6 @@ TABLES: dict[str, type[Record]] = {
         DocumentVersion,
         EvidenceChunk,
         BackfillChange,
+        SourceRow,
     )
 }

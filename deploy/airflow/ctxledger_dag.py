@@ -15,7 +15,8 @@ Both write through the pool ``ctxledger_warehouse`` (create it with one slot:
 ``airflow pools set ctxledger_warehouse 1 "ctxledger writers"``), so a backfill
 never runs beside a nightly: a backfill refuses to commit when the warehouse
 moved under it. The commands are plain Bash; the Beam runner is chosen by
-``beam_args`` (e.g. ``--runner=FlinkRunner --flink_master=...``, docs/scale_out.md).
+``beam_args``, passed after ``--`` (e.g. ``--runner=FlinkRunner
+--flink_master=...``, docs/scale_out.md): ctxledger rejects an unknown option.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ with DAG(
         bash_command=(
             f"{CTXLEDGER} nightly --landing {{{{ params.landing }}}}"
             f"{WAREHOUSE_OPTIONS} --key-file {{{{ params.key_file }}}}"
-            " {{ params.beam_args }}"
+            " -- {{ params.beam_args }}"
         ),
         env=OFFLINE_ENV,
         append_env=True,

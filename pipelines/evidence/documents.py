@@ -286,6 +286,7 @@ def chunk_drafts(
                     "token_count": span.token_count,
                     "policy_version": version.policy_version,
                     "run_id": version.run_id,
+                    "source_id": version.source_id,
                 }
             )
         )
@@ -397,6 +398,7 @@ def build_document(
         policy_version=run.policy_version,
         chunker_version=CHUNKER_VERSION,
         run_id=run.run_id,
+        source_id=policy.sources.resolve("document", meta.doc_id, item.rel_path),
     )
     drafts = [] if meta.deleted else chunk_drafts(version, redacted, policy)
     kept, letters = screen_secrets(drafts, item.rel_path, run)
@@ -473,6 +475,7 @@ def build_artifact(
         policy_version=artifact.policy_version,
         chunker_version=CHUNKER_VERSION,
         run_id=run.run_id,
+        source_id=policy.sources.resolve("tool_artifact", tool_name),
     )
     drafts = chunk_drafts(
         version, text, policy, section_root=[tool_name] if tool_name else []

@@ -344,20 +344,29 @@ def discover(
             found.skipped.append(rel)
             continue
         tenant = tenant_for(rel, default_tenant)
-        refusal = check_entry(path, root)
-        if refusal is None:
-            target = os.path.realpath(path)
-            try:
-                digest, size = hash_regular(target)
-            except NotRegularFileError as exc:
-                refusal = Refusal(reasons.NOT_REGULAR_FILE, str(exc))
-            except OSError as exc:
-                refusal = Refusal(reasons.FILE_UNREADABLE, type(exc).__name__)
-            else:
-                found.items.append(LandingItem(target, rel, digest, size, tenant))
-                continue
-        found.items.append(refused_item(path, rel, tenant, refusal))
+        entry = hash_entry(path, root)
+        if isinstance(entry, Refusal):
+            found.items.append(refused_item(path, rel, tenant, entry))
+        else:
+            target, digest, size = entry
+            found.items.append(LandingItem(target, rel, digest, size, tenant))
     return found
+
+
+def hash_entry(path: str | Path, root: str | Path) -> tuple[str, str, int] | Refusal:
+    """``(resolved path, sha256, size)`` of the regular file ``path`` inside the
+    resolved ``root``, or why it is not read (``check_entry``, then the open)."""
+    refusal = check_entry(path, root)
+    if refusal is not None:
+        return refusal
+    target = os.path.realpath(path)
+    try:
+        digest, size = hash_regular(target)
+    except NotRegularFileError as exc:
+        return Refusal(reasons.NOT_REGULAR_FILE, str(exc))
+    except OSError as exc:
+        return Refusal(reasons.FILE_UNREADABLE, type(exc).__name__)
+    return target, digest, size
 
 
 def refused_item(path: Path, rel: str, tenant: str, refusal: Refusal) -> LandingItem:

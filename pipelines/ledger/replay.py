@@ -23,6 +23,14 @@ ledger summary counts here too). Message tokens come from ``messages``.
 
 At the end of the session each policy's context is checked for the session's
 protected fields, so the report says which facts each policy still carries.
+
+**Defined but never called.** When the session's metadata lists the tools its
+requests defined (``tools``: OpenAI/Anthropic tool definitions or names), or a
+catalogue of definitions is passed in, ``tool_definitions`` counts every
+defined tool, and ``SessionView.tool_usage`` says which defined tools were never
+called and what their definitions cost: per turn, and over the session (every
+turn sends them). Without either, only called tools are known (``defined`` is
+the called set and nothing is reported as unused).
 """
 
 from __future__ import annotations
@@ -113,7 +121,12 @@ class PolicyResult:
 class SessionView:
     """A session prepared for replay: message items, pinned statements, windows."""
 
-    def __init__(self, sources: SessionSources, settings: LedgerSettings):
+    def __init__(
+        self,
+        sources: SessionSources,
+        settings: LedgerSettings,
+        tool_catalogue: dict[str, str] | None = None,
+    ):
         builder = LedgerBuilder(sources, settings)
         self.settings = settings
         self.messages: list[Message] = builder.messages
@@ -123,7 +136,13 @@ class SessionView:
         self.fields: list[ProtectedField] = ledger.fields
         environment = builder.environment
         self.windows: list[LedgerEntry] = ledger.window_entries
-        self.tool_definition_tokens = _tool_definition_tokens(self.messages)
+        defined = _defined_tools(sources.session.metadata, tool_catalogue)
+        self.tool_usage = tool_usage(self.messages, defined)
+        self.tool_definition_tokens = (
+            self.tool_usage.defined_tokens
+            if defined
+            else _tool_definition_tokens(self.messages)
+        )
         self.full: list[Item] = []
         self.elided: list[Item | None] = []
         self.pinned: list[list[Item]] = []
@@ -231,6 +250,87 @@ class SessionView:
             counts[item.bucket] += item.tokens
         counts["total"] = sum(counts[b] for b in BUCKETS)
         return counts
+
+
+@dataclass(frozen=True)
+class ToolUsage:
+    """Defined tools against the tools the session called."""
+
+    defined: tuple[str, ...]
+    called: tuple[str, ...]
+    never_called: tuple[str, ...]
+    defined_tokens: int
+    #: Tokens of the never-called definitions in one turn's context...
+    never_called_tokens: int
+    #: ...and over the session (they are sent on every turn).
+    never_called_session_tokens: int
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "defined": list(self.defined),
+            "called": list(self.called),
+            "never_called": list(self.never_called),
+            "defined_tokens": self.defined_tokens,
+            "never_called_tokens": self.never_called_tokens,
+            "never_called_session_tokens": self.never_called_session_tokens,
+        }
+
+
+def _tool_name(definition: object) -> str | None:
+    if isinstance(definition, str):
+        return definition
+    if isinstance(definition, dict):
+        inner = definition.get("function")
+        if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+            return inner["name"]
+        if isinstance(definition.get("name"), str):
+            return definition["name"]
+    return None
+
+
+def _defined_tools(
+    metadata: str | None, catalogue: dict[str, str] | None
+) -> dict[str, str]:
+    """Tool name -> definition text: the session metadata's ``tools`` list
+    (definitions or bare names), then ``catalogue`` entries (which win)."""
+    import json
+
+    out: dict[str, str] = {}
+    try:
+        meta = json.loads(metadata or "{}")
+    except ValueError:
+        meta = {}
+    tools = meta.get("tools") if isinstance(meta, dict) else None
+    for definition in tools if isinstance(tools, list) else []:
+        name = _tool_name(definition)
+        if name:
+            out[name] = (
+                canonical_json(definition)
+                if isinstance(definition, dict)
+                else canonical_json({"name": name})
+            )
+    out.update(catalogue or {})
+    return out
+
+
+def tool_usage(messages: Sequence[Message], defined: dict[str, str]) -> ToolUsage:
+    """Which ``defined`` tools (name -> definition) the session never called,
+    and their definitions' tokens per turn and over every turn."""
+    called = sorted({c.tool_name for m in messages for c in m.tool_calls})
+    if not defined:
+        return ToolUsage((), tuple(called), (), 0, 0, 0)
+    cost = {name: count_tokens(text) for name, text in defined.items()}
+    never = sorted(set(defined) - set(called))
+    per_turn = sum(cost[n] for n in never)
+    return ToolUsage(
+        defined=tuple(sorted(defined)),
+        called=tuple(called),
+        never_called=tuple(never),
+        defined_tokens=sum(cost.values()),
+        never_called_tokens=per_turn,
+        never_called_session_tokens=per_turn * len(messages),
+    )
 
 
 def _tool_definition_tokens(messages: Sequence[Message]) -> int:

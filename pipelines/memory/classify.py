@@ -107,11 +107,21 @@ class PrototypeClassifier:
         self.owner = np.array(
             [i for i, label in enumerate(self.labels) for _ in prototypes[label]]
         )
-        self.matrix = encode(texts) if texts else np.zeros((0, 1))
+        self._texts = texts
+        self._matrix: np.ndarray | None = None
         self.encode = encode
         self.threshold = threshold
         self.margin = margin
         self.reject = reject
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """Prototype embeddings, computed on first use: a run that classifies
+        nothing never loads the model (nightly start-up)."""
+        if self._matrix is None:
+            texts = self._texts
+            self._matrix = self.encode(texts) if texts else np.zeros((0, 1))
+        return self._matrix
 
     def scores(self, embeddings: np.ndarray) -> np.ndarray:
         """Best-prototype cosine per label: shape ``(n, labels)``."""

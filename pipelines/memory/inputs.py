@@ -24,7 +24,6 @@ passes the redactor).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,8 +38,7 @@ from pipelines.ingest.landing import (
     KnownFiles,
     NotRegularFileError,
     Refusal,
-    check_entry,
-    hash_regular,
+    hash_entry,
     landing_identity,
     new_items,
     read_regular,
@@ -119,17 +117,11 @@ def _item(
     path: Path, rel: str, kind: str, default_tenant: str, root: Path
 ) -> MemoryInputItem:
     tenant = tenant_for(rel, default_tenant)
-    refusal = check_entry(path, root)
-    if refusal is None:
-        target = os.path.realpath(path)
-        try:
-            digest, size = hash_regular(target)
-        except NotRegularFileError as exc:
-            refusal = Refusal(reasons.NOT_REGULAR_FILE, str(exc))
-        except OSError as exc:
-            refusal = Refusal(reasons.FILE_UNREADABLE, type(exc).__name__)
-        else:
-            return MemoryInputItem(target, f"{kind}/{rel}", kind, digest, size, tenant)
+    entry = hash_entry(path, root)
+    if not isinstance(entry, Refusal):
+        target, digest, size = entry
+        return MemoryInputItem(target, f"{kind}/{rel}", kind, digest, size, tenant)
+    refusal = entry
     return MemoryInputItem(
         path=str(path),
         rel_path=f"{kind}/{rel}",

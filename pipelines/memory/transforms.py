@@ -74,9 +74,9 @@ class ExtractSessionMemoriesFn(beam.DoFn):
         from pipelines.memory.extract import RuleExtractor
 
         settings = self.policy.memory
+        # The model loads on the first sentence that needs it (MiniLMEncoder
+        # loads itself when called): a run with nothing to classify skips it.
         encoder = self.encoder if self.encoder is not None else MiniLMEncoder()
-        if hasattr(encoder, "load"):
-            encoder.load()
         extractors = [RuleExtractor(settings, encoder)]
         if self.config.llm_endpoint:
             from pipelines.memory.llm import DEFAULT_MODEL, LlmExtractor
@@ -289,6 +289,17 @@ class GateSubjectMemoriesFn(beam.DoFn):
                 self.rejected.inc()
                 yield pvalue.TaggedOutput(REJECTION, rejection)
         self.stored.inc(len(memories))
+        registry = self.policy.sources  # the registered source (docs/sources.md)
+        memories = [
+            m.model_copy(
+                update={
+                    "source_id": registry.resolve(
+                        "memory", m.source, f"{m.source}:{m.kind}"
+                    )
+                }
+            )
+            for m in memories
+        ]
         yield from resolve(memories)
 
 

@@ -68,15 +68,9 @@ def run(monkeypatch):
 
 
 def _json_lines(output: str) -> list[dict]:
-    decoder = json.JSONDecoder()
-    rows, index = [], 0
-    text = output.strip()
-    while index < len(text):
-        value, end = decoder.raw_decode(text, index)
-        rows.append(value)
-        index = end
-        while index < len(text) and text[index].isspace():
-            index += 1
+    """``-o json`` is one JSON array (docs/cli.md)."""
+    rows = json.loads(output)
+    assert isinstance(rows, list)
     return rows
 
 

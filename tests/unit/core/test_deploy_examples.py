@@ -5,7 +5,8 @@ its module-level string constants are evaluated, and each ``BashOperator``'s
 command is checked with its Jinja rendered against the DAG's own params. Cron and
 systemd files are read as text; systemd's ``$VARS`` are expanded from the
 example environment file. Every invocation of the ctxledger entry point must name
-a registered subcommand and only options that subcommand has.
+a registered subcommand and only options that subcommand has; Beam flags only
+after ``--``, only on the jobs that run Beam, and only flags Beam defines.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 import typer.main
 
 from jobs.cli import app
+from jobs.cli_support import BeamCommand, beam_flags
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -26,13 +28,12 @@ ENTRY = re.compile(r"/bin/ctxledger$")
 
 
 def _commands() -> dict[str, tuple[set[str], bool]]:
-    """Subcommand -> (its option names, whether it passes extra args to Beam)."""
+    """Subcommand -> (its option names, whether it takes Beam flags after --)."""
     group = typer.main.get_command(app)
     found = {}
     for name, command in group.commands.items():
         options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
-        extra = bool(command.context_settings.get("allow_extra_args"))
-        found[name] = (options, extra)
+        found[name] = (options, isinstance(command, BeamCommand))
     return found
 
 
@@ -58,27 +59,39 @@ def check_call(subcommand: str, args: list[str]) -> list[str]:
     """Problems with one call (empty when the call is valid)."""
     if subcommand not in COMMANDS:
         return [f"unknown subcommand {subcommand!r}"]
-    options, extra = COMMANDS[subcommand]
+    options, takes_beam = COMMANDS[subcommand]
+    own, beam = (args[: args.index("--")], args[args.index("--") + 1 :]) if (
+        "--" in args
+    ) else (args, [])  # fmt: skip
     problems = []
-    for arg in args:
-        if not arg.startswith("-"):
-            continue
+    for arg in own:
         name = arg.split("=", 1)[0]
-        if name in options:
-            continue
-        if extra and "=" in arg:  # a Beam flag such as --runner=FlinkRunner
-            continue
-        problems.append(f"{subcommand}: unknown option {name!r}")
+        if arg.startswith("-") and name not in options:
+            problems.append(f"{subcommand}: unknown option {name!r}")
+    if "--" in args and not takes_beam:
+        problems.append(f"{subcommand}: takes no Beam flags")
+    for arg in beam:
+        name = arg.split("=", 1)[0]
+        if arg.startswith("-") and name not in beam_flags():
+            problems.append(f"{subcommand}: unknown Beam flag {name!r}")
     return problems
 
 
 def test_the_checker_rejects_what_the_cli_does_not_have():
-    assert check_call("nightly", ["--landing", "x", "--runner=FlinkRunner"]) == []
+    assert check_call("nightly", ["--landing", "x", "--", "--runner=FlinkRunner"]) == []
     assert check_call("nightly", ["--landin", "x"]) == [
         "nightly: unknown option '--landin'"
     ]
+    # Beam flags before `--` are the deprecated syntax: the examples avoid it.
+    assert check_call("nightly", ["--landing", "x", "--runner=FlinkRunner"]) == [
+        "nightly: unknown option '--runner'"
+    ]
+    assert check_call("nightly", ["--landing", "x", "--", "--runnr=X"]) == [
+        "nightly: unknown Beam flag '--runnr'"
+    ]
     assert check_call("nightlly", []) == ["unknown subcommand 'nightlly'"]
     assert check_call("runs", ["--runner=X"]) == ["runs: unknown option '--runner'"]
+    assert check_call("runs", ["--", "--runner=X"]) == ["runs: takes no Beam flags"]
 
 
 # -- Airflow -----------------------------------------------------------------------

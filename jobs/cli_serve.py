@@ -1,0 +1,86 @@
+"""``ctxledger serve`` (HTTP JSON API) and ``ctxledger mcp`` (MCP over stdio).
+
+Registered on the main Typer app by ``jobs.cli``. Both open a
+``serving.Context``: it reads committed snapshots from a private copy of the
+catalog, so a running server never locks out the nightly (docs/serving.md).
+The servers' own packages (fastapi, uvicorn, mcp) are imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app
+
+TOKEN_ENV = "CTXLEDGER_TOKEN"
+
+TokensOpt = Annotated[
+    Path,
+    typer.Option(
+        "--tokens",
+        envvar="CTXLEDGER_TOKENS",
+        exists=True,
+        dir_okay=False,
+        help="Token file: bearer token (or its sha256) -> tenant, groups, subjects.",
+    ),
+]
+PolicyOpt = Annotated[
+    Path | None,
+    typer.Option(help="Policy YAML (default: the packaged policy).", exists=True),
+]
+PollOpt = Annotated[
+    float,
+    typer.Option(help="Seconds between checks for a newly committed snapshot."),
+]
+
+
+@app.command()
+def serve(
+    tokens: TokensOpt,
+    warehouse: WarehouseOpt = Path("warehouse"),
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8080,
+    policy: PolicyOpt = None,
+    poll: PollOpt = 0.5,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Serve /memories, /search, /pack and /health as an HTTP JSON API
+    (OpenAPI at /openapi.json); never blocks the nightly."""
+    from serving import Context
+    from serving.auth import Tokens
+    from serving.http import serve as run_http
+
+    table = Tokens.load(tokens)
+    with Context.open(
+        warehouse, catalog=catalog, data_path=data_path, policy_file=policy,
+        poll_s=poll,
+    ) as context:  # fmt: skip
+        run_http(context, table, host=host, port=port)
+
+
+@app.command()
+def mcp(
+    tokens: TokensOpt,
+    warehouse: WarehouseOpt = Path("warehouse"),
+    policy: PolicyOpt = None,
+    poll: PollOpt = 0.5,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Serve the memories, search and pack tools over MCP on stdin/stdout; the
+    caller's bearer token comes from $CTXLEDGER_TOKEN."""
+    from serving import Context
+    from serving.auth import Tokens
+    from serving.mcp import run_stdio
+
+    principal = Tokens.load(tokens).principal(os.environ.get(TOKEN_ENV))
+    with Context.open(
+        warehouse, catalog=catalog, data_path=data_path, policy_file=policy,
+        poll_s=poll,
+    ) as context:  # fmt: skip
+        run_stdio(context, principal)

@@ -1,0 +1,224 @@
+"""``ctxledger serve``: the read path as an HTTP JSON API (FastAPI on uvicorn).
+
+``/memories``, ``/search`` and ``/pack`` need ``Authorization: Bearer <token>``;
+the token file (``serving.auth``) gives the tenant and the principal groups, so
+request bodies carry neither groups nor (except to name the token's own) a
+tenant. ``/health`` is open. The pydantic models below and in ``schemas`` are
+the schema; FastAPI publishes it at ``/openapi.json`` (``/docs`` renders it).
+
+Handlers are plain functions: uvicorn runs them on its thread pool, and the
+``Context`` they call is thread-safe and never waits on a writer.
+"""
+
+# No ``from __future__ import annotations``: FastAPI resolves the handlers'
+# annotations at runtime, and ``Caller`` is local to ``create_app``.
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.evidence import ContextManifest, PackRequest, SearchHit
+from serving.auth import AuthError, Principal, Tokens, subject_for, tenant_for
+from serving.context import Context
+from warehouse.memory_api import MemoryView
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServedMemoryOut(BaseModel):
+    """One memory as a context builder gets it (``served_as``: fact,
+    hypothesis or conflict)."""
+
+    memory_id: str
+    text: str
+    kind: str
+    source: str
+    purpose: str
+    slot: str | None
+    value: str | None
+    confidence: float
+    provenance: dict[str, Any] | None
+    basis: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    expires_at: datetime
+    conflict_with: str | None
+    served_as: str
+
+
+class MemoriesResponse(BaseModel):
+    snapshot_id: int
+    tenant_id: str
+    subject_id: str
+    purpose: str
+    facts: list[str]
+    hypotheses: list[str]
+    conflicts: list[str]
+    items: list[ServedMemoryOut]
+
+
+class SearchBody(_Body):
+    """A search; the tenant defaults to the token's, the groups are the token's."""
+
+    query: str = Field(min_length=1)
+    tenant_id: str | None = None
+    subject_id: str | None = None
+    k: int = Field(default=5, ge=1, le=100)
+    candidates: int = Field(default=20, ge=1, le=1000)
+    as_of: datetime | None = None
+
+
+class SearchResponse(BaseModel):
+    snapshot_id: int
+    hits: list[SearchHit]
+
+
+class PackBody(_Body):
+    """``schemas.evidence.PackRequest`` without ``principal_groups`` (the token's)."""
+
+    query: str = Field(min_length=1)
+    window_tokens: int = Field(gt=0)
+    tenant_id: str | None = None
+    subject_id: str | None = None
+    purpose: str | None = None
+    max_output_tokens: int = Field(default=0, ge=0)
+    overhead_tokens: int = Field(default=0, ge=0)
+    mandatory: list[str] = Field(default_factory=list)
+    as_of: datetime | None = None
+    now: datetime | None = None
+    candidates: int | None = Field(default=None, ge=1)
+    include_memories: bool = True
+    include_evidence: bool = True
+
+
+class PackResponse(BaseModel):
+    snapshot_id: int
+    manifest: ContextManifest
+
+
+class Health(BaseModel):
+    status: str
+    snapshot_id: int | None
+
+
+def memories_response(view: MemoryView, snapshot_id: int) -> MemoriesResponse:
+    return MemoriesResponse(
+        snapshot_id=snapshot_id,
+        tenant_id=view.tenant_id,
+        subject_id=view.subject_id,
+        purpose=view.purpose,
+        facts=view.facts,
+        hypotheses=view.hypotheses,
+        conflicts=view.conflicts,
+        items=[ServedMemoryOut(**vars(m)) for m in view.items],
+    )
+
+
+def pack_request(body: PackBody, principal: Principal, operators) -> PackRequest:
+    """The ``PackRequest`` a body asks for, scoped by the token (403s raise)."""
+    fields = body.model_dump(exclude={"tenant_id", "subject_id"})
+    return PackRequest(
+        **fields,
+        tenant_id=tenant_for(principal, body.tenant_id),
+        subject_id=subject_for(principal, body.subject_id, operators),
+        principal_groups=list(principal.groups),
+    )
+
+
+def create_app(context: Context, tokens: Tokens) -> FastAPI:
+    """The FastAPI application serving ``context`` to holders of ``tokens``."""
+    from warehouse.evidence_pack import PackError
+
+    app = FastAPI(
+        title="ctxledger",
+        summary="Memories, evidence search and context packs for context builders.",
+        version="1",
+    )
+    operators = tuple(context.policy.evidence.artifacts.operator_groups)
+
+    def principal(
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> Principal:
+        try:
+            return tokens.from_header(authorization)
+        except AuthError as exc:
+            raise HTTPException(
+                exc.status, exc.message, headers={"WWW-Authenticate": "Bearer"}
+            ) from None
+
+    Caller = Annotated[Principal, Depends(principal)]  # noqa: N806
+
+    def guard(call):
+        try:
+            return call()
+        except AuthError as exc:
+            raise HTTPException(exc.status, exc.message) from None
+        except PackError as exc:
+            raise HTTPException(422, str(exc)) from None
+
+    @app.get("/health")
+    def health() -> Health:
+        """Liveness, and the snapshot requests read now."""
+        return Health(status="ok", snapshot_id=context.snapshot_id)
+
+    @app.get("/memories")
+    def memories(
+        caller: Caller,
+        subject_id: str,
+        purpose: str,
+        tenant_id: str | None = None,
+        at: Annotated[datetime | None, Query()] = None,
+    ) -> MemoriesResponse:
+        """Memories of one subject a context builder may use for ``purpose``."""
+
+        def run() -> MemoriesResponse:
+            tenant = tenant_for(caller, tenant_id)
+            subject = subject_for(caller, subject_id, operators)
+            view, snap = context.memories_at(tenant, subject, purpose, at)
+            return memories_response(view, snap)
+
+        return guard(run)
+
+    @app.post("/search")
+    def search(caller: Caller, body: SearchBody) -> SearchResponse:
+        """Hybrid evidence search within the token's tenant, groups and subject."""
+
+        def run() -> SearchResponse:
+            hits, snap = context.search_at(
+                tenant_for(caller, body.tenant_id),
+                caller.groups,
+                body.query,
+                body.k,
+                body.as_of,
+                body.candidates,
+                subject_for(caller, body.subject_id, operators),
+            )
+            return SearchResponse(snapshot_id=snap, hits=hits)
+
+        return guard(run)
+
+    @app.post("/pack")
+    def pack(caller: Caller, body: PackBody) -> PackResponse:
+        """A context pack with its manifest (selected and dropped, with reasons)."""
+
+        def run() -> PackResponse:
+            manifest, snap = context.pack_at(pack_request(body, caller, operators))
+            return PackResponse(snapshot_id=snap, manifest=manifest)
+
+        return guard(run)
+
+    return app
+
+
+def serve(
+    context: Context, tokens: Tokens, host: str = "127.0.0.1", port: int = 8080
+) -> None:
+    """Run the API on uvicorn until interrupted."""
+    import uvicorn
+
+    uvicorn.run(create_app(context, tokens), host=host, port=port, log_level="info")

@@ -1,0 +1,169 @@
+"""``ctxledger eval`` and ``ctxledger sources`` on the seed case set
+(eval/cases/): one nightly over its documents, then the cases, a superseded
+requirement, the ablations, and the registry read at query time."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from jobs import cli
+from jobs.eval_cases import load_case_set, run_case
+from schemas.policy import load_policy
+from schemas.sources import load_registry
+from warehouse.catalog import Warehouse
+from warehouse.sources import row_sources, sync_registry
+
+CASES = Path(__file__).resolve().parents[2] / "eval" / "cases"
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    runner = CliRunner()
+    wh = root / "wh"
+    result = runner.invoke(
+        cli.app,
+        [
+            "eval",
+            "--cases",
+            str(CASES / "seed.yaml"),
+            "--warehouse",
+            str(wh),
+            "--docs",
+            str(CASES / "docs"),
+            "--json",
+        ],
+    )
+    return root, wh, result
+
+
+def _invoke(*args):
+    return CliRunner().invoke(cli.app, [str(a) for a in args])
+
+
+def test_seed_cases_pass(lake):
+    _, _, result = lake
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output[result.output.index("{") :])
+    assert report["passed"] == 2 and report["failed"] == 0
+    names = {r["name"]: r for r in report["results"]}
+    assert set(names) == {"api_key_not_working", "injected_runbook_span"}
+    key = names["api_key_not_working"]
+    assert key["tools"] == ["check_api_key_status"]
+    assert {c["check"] for c in key["checks"]} == {
+        "required_evidence",
+        "scope",
+        "must_not_contain",
+        "tools",
+        "injection",
+    }
+    # the injected span was offered, but only as untrusted data
+    assert "runbook-wiki" in names["injected_runbook_span"]["selected_sources"]
+
+
+def test_superseded_requirement_fails_naming_it(lake, tmp_path):
+    root, wh, _ = lake
+    cases = yaml.safe_load((CASES / "seed.yaml").read_text())
+    cases[0]["required_evidence"] = ["runbook/api-keys@v6#expired-keys"]
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump(cases[:1]))
+    for name in ("tools.yaml", "sources.yaml"):
+        shutil.copy(CASES / name, tmp_path / name)
+    result = _invoke("eval", "--cases", path, "--warehouse", wh)
+    assert result.exit_code == 1, result.output
+    report = _invoke("eval", "--cases", path, "--warehouse", wh, "--json").output
+    data = json.loads(report[report.index("{") :])
+    check = next(
+        c for c in data["results"][0]["checks"] if c["check"] == "required_evidence"
+    )
+    assert not check["passed"]
+    assert (
+        "runbook/api-keys@v6#expired-keys is superseded by runbook/api-keys@v7"
+        in (check["reason"])
+    )
+
+
+def test_ablation_removing_the_runbook_source_turns_the_case_red(lake, tmp_path):
+    _, wh, _ = lake
+    out = tmp_path / "out"
+    result = _invoke(
+        "eval",
+        "--cases",
+        CASES / "seed.yaml",
+        "--warehouse",
+        wh,
+        "--ablate",
+        "--out",
+        out,
+    )
+    assert result.exit_code == 0, result.output
+    assert "ablations and perturbations" in result.output
+    data = json.loads((out / "eval.json").read_text())
+    rows = {(r["perturbation"], r["target"]): r for r in data["ablations"]}
+    removed = rows[("remove_source", "support-runbooks")]
+    assert removed["turned_red"] == ["api_key_not_working"]
+    assert removed["pass_rate_delta"] == -0.5
+    stale = [r for (kind, _), r in rows.items() if kind == "stale_version"]
+    assert stale and stale[0]["note"].startswith("stale version caught")
+    assert "api-keys@v6" in stale[0]["note"]
+    assert ("near_duplicate_distractors", "docs-mirror") in rows
+    assert "support-runbooks" in (out / "ablation.html").read_text()
+
+
+def test_every_row_resolves_and_authority_changes_ranking_without_rewrite(
+    lake, tmp_path
+):
+    root, wh, _ = lake
+    copy = tmp_path / "wh"
+    shutil.copytree(wh, copy)
+    policy = load_policy(None)
+    registry = load_registry(CASES / "sources.yaml")
+    case_set = load_case_set(CASES / "seed.yaml")
+    case = case_set.cases[0]
+    lake_ = Warehouse.open(copy)
+    try:
+        assert sync_registry(lake_, registry) == len(registry.by_id)
+        ids = {r[0] for r in lake_.query("SELECT source_id FROM sources").fetchall()}
+        rows = row_sources(lake_, registry)
+        assert {r["table"] for r in rows} >= {"documents", "evidence_chunks"}
+        assert all(r["source_id"] in ids for r in rows)
+        # every stored row carries a source id (the policy's default here)
+        for table in ("documents", "evidence_chunks"):
+            nulls = lake_.query(
+                f"SELECT count(*) FROM {table} WHERE source_id IS NULL"
+            ).fetchone()[0]
+            assert nulls == 0
+        before = lake_.query(
+            "SELECT chunk_id, source_id FROM evidence_chunks ORDER BY ALL"
+        ).fetchall()
+        _, first = run_case(lake_, case, [], policy, registry)
+        top = max(first.selected, key=lambda i: i.scores.utility)
+        assert top.source_id == "support-runbooks"
+        data = registry.model_dump()
+        for spec in data["sources"]:
+            if spec["source_id"] == "support-runbooks":
+                spec["authority"] = 0.1
+        changed = type(registry).model_validate(data)
+        assert sync_registry(lake_, changed) > 0
+        from warehouse.sources import active_registry
+
+        active = active_registry(lake_, policy)
+        assert active.registry_version == changed.registry_version
+        _, second = run_case(lake_, case, [], policy, active)
+        top = max(second.selected, key=lambda i: i.scores.utility)
+        assert top.source_id == "runbook-wiki"
+        after = lake_.query(
+            "SELECT chunk_id, source_id FROM evidence_chunks ORDER BY ALL"
+        ).fetchall()
+        assert after == before  # no row rewritten
+    finally:
+        lake_.close()
+    unreg = _invoke("sources", "--warehouse", copy, "--unregistered", "--json")
+    assert unreg.exit_code == 0, unreg.output
+    assert json.loads(unreg.output[unreg.output.index("[") :]) == []

@@ -1,0 +1,197 @@
+"""The ``sources`` table: store a registry version, read the active one, and
+list what fell through to the default source.
+
+Rows are stamped with ``source_id`` when written (``policy.sources``), but the
+registry that *values* them is read at query time: the newest registry version
+in ``sources`` (else the policy's own). A row's source is its stored id when the
+active registry knows it, else the id the active registry's patterns give it
+(rows written before the registry, or under other rules), so no evidence or
+memory row is ever rewritten when the registry changes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from schemas.sources import SourceRegistry, registry_from_rows, registry_rows
+
+if TYPE_CHECKING:
+    from schemas.policy import Policy
+    from warehouse.catalog import Warehouse
+
+
+def sync_registry(
+    wh: Warehouse, registry: SourceRegistry, now: datetime | None = None
+) -> int:
+    """Store ``registry`` in ``sources`` (one snapshot); 0 when that version is
+    already stored. Returns the rows added."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    from schemas.arrow import arrow_schema  # noqa: PLC0415
+    from schemas.sources import SourceRow  # noqa: PLC0415
+    from warehouse.concurrency import retry_on_conflict  # noqa: PLC0415
+
+    wh.ensure_tables()
+    rows = registry_rows(registry, now or datetime.now(UTC))
+    table = pa.Table.from_pylist(
+        [r.row() for r in rows], schema=arrow_schema(SourceRow)
+    )
+
+    def commit() -> int:
+        con = wh.connection()
+        with wh.transaction():
+            wh.take_commit_lock()
+            con.register("__sources", table)
+            try:
+                added = wh.insert_new("sources", "SELECT * FROM __sources")
+            finally:
+                con.unregister("__sources")
+            if added:
+                wh.set_commit_message(
+                    f"sources {registry.registry_version}",
+                    {"registry_version": registry.registry_version},
+                )
+        return added
+
+    return retry_on_conflict(commit)
+
+
+def active_registry(wh: Warehouse, policy: Policy | None = None) -> SourceRegistry:
+    """The newest registry stored in ``sources``; else the policy's registry."""
+    fallback = policy.sources if policy is not None else SourceRegistry()
+    if "sources" not in wh.existing_tables():
+        return fallback
+    row = (
+        wh.connection()
+        .execute(
+            "SELECT registry_json FROM sources ORDER BY loaded_at DESC, "
+            "registry_version DESC LIMIT 1"
+        )
+        .fetchone()
+    )
+    if row is None:
+        return fallback
+    return registry_from_rows([{"registry_json": row[0]}])
+
+
+def source_of(
+    registry: SourceRegistry, stored: str | None, kind: str, *keys: str | None
+) -> str:
+    """The source a row belongs to under ``registry`` (module docstring)."""
+    if stored and stored in registry.by_id and stored != registry.default_source:
+        return stored
+    return registry.resolve(kind, *keys)
+
+
+def row_sources(wh: Warehouse, registry: SourceRegistry) -> list[dict[str, Any]]:
+    """Every distinct (table, kind, key) of ``documents``, ``evidence_chunks``,
+    ``artifacts`` and ``memories`` with its resolved ``source_id`` and row count.
+
+    Artifacts carry no tool name of their own: their key is the tool that
+    produced them (``tool_observations``), the same key their evidence uses.
+    """
+    tables = wh.existing_tables()
+    con = wh.connection()
+    out: list[dict[str, Any]] = []
+
+    def cols(table: str) -> set[str]:
+        return {
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_catalog = current_database() AND table_name = ?",
+                [table],
+            ).fetchall()
+        }
+
+    for table in ("documents", "evidence_chunks"):
+        if table not in tables:
+            continue
+        sid = "source_id" if "source_id" in cols(table) else "NULL::VARCHAR"
+        path = "source_path" if table == "documents" else "NULL::VARCHAR"
+        # a tool artifact's key is its tool (the title / first section)
+        tool = "title" if table == "documents" else "section_path[1]"
+        for kind, doc_id, spath, tool_name, stored, n in con.execute(
+            f"SELECT kind, doc_id, {path}, {tool}, {sid}, count(*) FROM {table} "
+            "GROUP BY ALL ORDER BY ALL"
+        ).fetchall():
+            if kind == "tool_artifact":
+                key, resolved = (
+                    tool_name,
+                    source_of(registry, stored, "tool_artifact", tool_name),
+                )
+            else:
+                key, resolved = (
+                    doc_id,
+                    source_of(registry, stored, "document", doc_id, spath),
+                )
+            out.append(
+                {
+                    "table": table,
+                    "kind": kind,
+                    "key": key,
+                    "source_id": resolved,
+                    "stored_source_id": stored,
+                    "rows": n,
+                }
+            )
+    if "artifacts" in tables:
+        join = "tool_observations" in tables
+        sql = (
+            "SELECT (SELECT min(o.tool_name) FROM tool_observations o "
+            "WHERE o.artifact_ref = a.artifact_id) AS tool, count(*) "
+            "FROM artifacts a GROUP BY ALL ORDER BY ALL"
+            if join
+            else "SELECT NULL::VARCHAR AS tool, count(*) FROM artifacts GROUP BY ALL"
+        )
+        for tool_name, n in con.execute(sql).fetchall():
+            if not n:
+                continue
+            out.append(
+                {
+                    "table": "artifacts",
+                    "kind": "tool_artifact",
+                    "key": tool_name,
+                    "source_id": registry.resolve("tool_artifact", tool_name),
+                    "stored_source_id": None,
+                    "rows": n,
+                }
+            )
+    if "memories" in tables:
+        sid = "source_id" if "source_id" in cols("memories") else "NULL::VARCHAR"
+        for source, kind, stored, n in con.execute(
+            f"SELECT source, kind, {sid}, count(*) FROM memories "
+            "GROUP BY ALL ORDER BY ALL"
+        ).fetchall():
+            out.append(
+                {
+                    "table": "memories",
+                    "kind": "memory",
+                    "key": f"{source}:{kind}",
+                    "source_id": source_of(
+                        registry, stored, "memory", source, f"{source}:{kind}"
+                    ),
+                    "stored_source_id": stored,
+                    "rows": n,
+                }
+            )
+    return out
+
+
+def unregistered(wh: Warehouse, registry: SourceRegistry) -> list[dict[str, Any]]:
+    """The rows of ``row_sources`` that fell through to the default source."""
+    return [
+        r
+        for r in row_sources(wh, registry)
+        if r["source_id"] == registry.default_source
+    ]
+
+
+__all__ = [
+    "active_registry",
+    "row_sources",
+    "source_of",
+    "sync_registry",
+    "unregistered",
+]
