@@ -12,6 +12,7 @@ The query functions themselves still live in ``warehouse`` (``memory_api``,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -25,10 +26,18 @@ from warehouse.memory_api import MemoryView
 
 T = TypeVar("T")
 
+#: Query embedding runs one at a time per process: two threads encoding with
+#: the shared sentence-transformers model at once crashed the server
+#: (segfault under 10 concurrent /pack requests). Search embeds its query under
+#: the lock and ranks outside it; pack embeds inside ``pack_context``, so the
+#: whole pack holds the lock.
+_EMBED_LOCK = threading.Lock()
+
 
 class Context:
     """Memories, evidence search and context packs over a warehouse's latest
-    committed snapshot. Thread-safe; open once per process::
+    committed snapshot. Thread-safe (query embedding is serialised); open once
+    per process::
 
         with Context.open("warehouse") as ctx:
             ctx.memories("acme", "u-1", "support").facts
@@ -142,8 +151,10 @@ class Context:
         subject_id: str | None = None,
     ) -> tuple[list[SearchHit], int]:
         """``search_evidence`` and the snapshot id that answered."""
-        from warehouse.evidence_api import search_evidence
+        from warehouse.evidence_api import embedder, search_evidence
 
+        with _EMBED_LOCK:
+            vector = embedder(self.policy.evidence.embedding).encode([query])[0]
         return self._read(
             lambda wh: search_evidence(
                 wh,
@@ -153,9 +164,10 @@ class Context:
                 k,
                 as_of,
                 candidates,
+                query_embedding=vector,
                 policy=self.policy,
                 subject_id=subject_id,
-            )  # fmt: skip
+            )
         )
 
     def pack(self, request: PackRequest) -> ContextManifest:
@@ -166,7 +178,11 @@ class Context:
         """``pack`` and the snapshot id that answered."""
         from warehouse.evidence_api import pack
 
-        return self._read(lambda wh: pack(wh, request, policy=self.policy))
+        def locked(wh: Warehouse) -> ContextManifest:
+            with _EMBED_LOCK:
+                return pack(wh, request, policy=self.policy)
+
+        return self._read(locked)
 
 
 def _warm(wh: Warehouse, policy: Policy) -> None:

@@ -218,7 +218,24 @@ def create_app(context: Context, tokens: Tokens) -> FastAPI:
 def serve(
     context: Context, tokens: Tokens, host: str = "127.0.0.1", port: int = 8080
 ) -> None:
-    """Run the API on uvicorn until interrupted."""
+    """Run the API on uvicorn until interrupted.
+
+    uvicorn re-raises the SIGTERM or SIGINT that stopped it once it has shut
+    down; with the default SIGTERM handler the process would then die before
+    the caller closes ``context``, leaving its snapshot copies (memory texts
+    among them) in the temp folder. A SIGTERM handler that exits keeps the
+    caller's cleanup running.
+    """
+    import signal
+    import sys
+
     import uvicorn
 
-    uvicorn.run(create_app(context, tokens), host=host, port=port, log_level="info")
+    def _exit(signum: int, _frame: object) -> None:
+        sys.exit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        uvicorn.run(create_app(context, tokens), host=host, port=port, log_level="info")
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -115,5 +115,17 @@ def create_server(context: Context, principal: Principal) -> MCPServer:
 
 
 def run_stdio(context: Context, principal: Principal) -> None:
-    """Serve MCP on stdin/stdout until the client closes it."""
-    create_server(context, principal).run("stdio")
+    """Serve MCP on stdin/stdout until the client closes it (or stops the
+    process: SIGTERM exits through the caller's cleanup, see
+    ``serving.http.serve``)."""
+    import signal
+    import sys
+
+    def _exit(signum: int, _frame: object) -> None:
+        sys.exit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        create_server(context, principal).run("stdio")
+    finally:
+        signal.signal(signal.SIGTERM, previous)

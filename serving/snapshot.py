@@ -33,6 +33,7 @@ the generation is renewed when the catalog's snapshot id moves.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -50,6 +51,28 @@ log = logging.getLogger(__name__)
 
 #: Attempts to take a copy whose files did not change while they were copied.
 COPY_ATTEMPTS = 20
+WORKDIR_PREFIX = "ctxledger-serve-"
+#: The pid of the process a copy folder belongs to.
+OWNER_FILE = "owner.pid"
+
+
+def remove_orphans(parent: str | Path | None = None) -> int:
+    """Delete copy folders whose process is gone (killed before it could clean
+    up): they hold catalog copies and memory replicas, i.e. rows that may have
+    been erased since. Returns how many were removed."""
+    removed = 0
+    for folder in Path(parent or tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            pid = int((folder / OWNER_FILE).read_text())
+            os.kill(pid, 0)
+            continue  # alive
+        except ProcessLookupError:
+            pass
+        except (OSError, ValueError):
+            continue  # not ours to judge (no pid yet, another user's)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed
 
 
 class _SnapshotWarehouse(Warehouse):
@@ -139,7 +162,9 @@ class SnapshotReader:
         self.poll_s = poll_s
         #: Called with each new generation's warehouse before it is served.
         self.warm = warm
-        self._workdir = Path(tempfile.mkdtemp(prefix="ctxledger-serve-", dir=workdir))
+        remove_orphans(workdir)
+        self._workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=workdir))
+        (self._workdir / OWNER_FILE).write_text(str(os.getpid()))
         self._watch = (Path(self.catalog), Path(f"{self.catalog}.wal"))
         self._current: Generation | None = None
         self._signature: tuple | None = None

@@ -43,6 +43,13 @@ LONGEST_FIRST = (
     "tests/e2e/test_evidence_nightly.py",
     "tests/e2e/test_memory_serving.py",
     "tests/e2e/test_memory_planted.py",
+    "tests/e2e/test_hostile_landing.py",
+    "tests/e2e/test_serve.py",
+    "tests/e2e/test_consent_readmission.py",
+    "tests/e2e/test_concurrent_nightly.py",
+    "tests/e2e/test_eval_cases.py",
+    "tests/e2e/test_forget_bytes.py",
+    "tests/e2e/test_mcp.py",
     "tests/e2e/test_report_browser.py",
 )
 

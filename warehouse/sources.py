@@ -21,32 +21,41 @@ if TYPE_CHECKING:
     from warehouse.catalog import Warehouse
 
 
+def _registry_table(registry: SourceRegistry, now: datetime):
+    import pyarrow as pa  # noqa: PLC0415
+
+    from schemas.arrow import arrow_schema  # noqa: PLC0415
+    from schemas.sources import SourceRow  # noqa: PLC0415
+
+    rows = registry_rows(registry, now)
+    return pa.Table.from_pylist([r.row() for r in rows], schema=arrow_schema(SourceRow))
+
+
+def insert_registry(wh: Warehouse, registry: SourceRegistry, now: datetime) -> int:
+    """Insert ``registry``'s rows inside the caller's transaction; the rows
+    added (0 when that version is already stored)."""
+    con = wh.connection()
+    con.register("__sources", _registry_table(registry, now))
+    try:
+        return wh.insert_new("sources", "SELECT * FROM __sources")
+    finally:
+        con.unregister("__sources")
+
+
 def sync_registry(
     wh: Warehouse, registry: SourceRegistry, now: datetime | None = None
 ) -> int:
     """Store ``registry`` in ``sources`` (one snapshot); 0 when that version is
     already stored. Returns the rows added."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    from schemas.arrow import arrow_schema  # noqa: PLC0415
-    from schemas.sources import SourceRow  # noqa: PLC0415
     from warehouse.concurrency import retry_on_conflict  # noqa: PLC0415
 
     wh.ensure_tables()
-    rows = registry_rows(registry, now or datetime.now(UTC))
-    table = pa.Table.from_pylist(
-        [r.row() for r in rows], schema=arrow_schema(SourceRow)
-    )
+    when = now or datetime.now(UTC)
 
     def commit() -> int:
-        con = wh.connection()
         with wh.transaction():
             wh.take_commit_lock()
-            con.register("__sources", table)
-            try:
-                added = wh.insert_new("sources", "SELECT * FROM __sources")
-            finally:
-                con.unregister("__sources")
+            added = insert_registry(wh, registry, when)
             if added:
                 wh.set_commit_message(
                     f"sources {registry.registry_version}",
@@ -55,6 +64,30 @@ def sync_registry(
         return added
 
     return retry_on_conflict(commit)
+
+
+def registry_is_empty(wh: Warehouse) -> bool:
+    """Whether no registry is stored yet (a warehouse's first runs)."""
+    if "sources" not in wh.existing_tables():
+        return True
+    row = wh.connection().execute("SELECT count(*) FROM sources").fetchone()
+    return not (row and row[0])
+
+
+def ensure_registry(wh: Warehouse, policy: Policy) -> int:
+    """Store the policy's registry when ``sources`` holds none yet, so every
+    stamped row resolves in the table; 0 otherwise. The nightly does the same
+    inside its own commit (``store_first_registry``), in the run's snapshot."""
+    if not registry_is_empty(wh):
+        return 0
+    return sync_registry(wh, policy.sources)
+
+
+def store_first_registry(wh: Warehouse, policy: Policy, now: datetime) -> int:
+    """Inside a run's transaction: the policy's registry when none is stored."""
+    if not registry_is_empty(wh):
+        return 0
+    return insert_registry(wh, policy.sources, now)
 
 
 def active_registry(wh: Warehouse, policy: Policy | None = None) -> SourceRegistry:
@@ -190,6 +223,7 @@ def unregistered(wh: Warehouse, registry: SourceRegistry) -> list[dict[str, Any]
 
 __all__ = [
     "active_registry",
+    "ensure_registry",
     "row_sources",
     "source_of",
     "sync_registry",

@@ -166,6 +166,7 @@ def commit_run(
         prepare,
         purge_in_transaction,
     )
+    from warehouse.sources import store_first_registry
 
     policy = load_policy(config.policy_file)
     now = datetime.now(UTC)
@@ -178,6 +179,9 @@ def commit_run(
         purge_in_transaction(
             wh, policy, now, config.run_id, config.code_version, counts
         )
+        # The first run stores the policy's source registry in its own
+        # snapshot, so every source_id it stamps resolves in ``sources``.
+        store_first_registry(wh, policy, now)
         purged.append(counts)
 
     def manifest_rows(inserted: dict[str, int]):

@@ -128,6 +128,16 @@ def test_every_row_resolves_and_authority_changes_ranking_without_rewrite(
     case = case_set.cases[0]
     lake_ = Warehouse.open(copy)
     try:
+        from warehouse.sources import ensure_registry
+
+        # the first nightly stored the policy's registry in its own snapshot
+        # (pipelines.sink.commit); storing it again adds nothing
+        assert lake_.query("SELECT count(*) FROM sources").fetchone()[0] >= 1
+        assert ensure_registry(lake_, policy) == 0
+        stored = {r[0] for r in lake_.query("SELECT source_id FROM sources").fetchall()}
+        for table in ("documents", "evidence_chunks"):
+            ids = lake_.query(f"SELECT DISTINCT source_id FROM {table}").fetchall()
+            assert {r[0] for r in ids} <= stored
         assert sync_registry(lake_, registry) == len(registry.by_id)
         ids = {r[0] for r in lake_.query("SELECT source_id FROM sources").fetchall()}
         rows = row_sources(lake_, registry)

@@ -229,7 +229,19 @@ def test_a_nightly_commits_while_the_server_answers(served, lake, job_server):
                 except httpx.HTTPError as exc:
                     errors.append(repr(exc))
 
-    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    def pack() -> None:  # concurrent packs share the query embedder
+        body = {"query": "the deploy queue is stuck", "window_tokens": 300}
+        with httpx.Client(base_url=str(client.base_url), timeout=30) as own:
+            while not stop.is_set():
+                try:
+                    r = own.post("/pack", json=body, headers=ACME)
+                    if r.status_code != 200:
+                        errors.append(f"{r.status_code} {r.text[:200]}")
+                except httpx.HTTPError as exc:
+                    errors.append(repr(exc))
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    threads += [threading.Thread(target=pack) for _ in range(2)]
     for t in threads:
         t.start()
     try:
