@@ -17,9 +17,15 @@
    (the scope is the whole index) and 20 tenants. Named baselines: DuckDB vss
    HNSW (no filters, 100k only; HNSW at 1M does not build in reasonable time
    here) and DuckDB fts ``match_bm25``; IVF recall@10 against exact cosine.
+5. Embed what is retrieved: the tool outputs of the eight transcript sets of
+   corpora section A, chunked whole (baseline: every chunk of every output)
+   against the evidence windows (head, error and tail windows under
+   ``evidence.artifacts.max_tokens``): distinct chunk texts and tokens embedded,
+   and the share of failure lines of the windowed outputs that a kept chunk
+   still holds (``--artifacts`` runs only this part; no model needed).
 
 Run: ``python bench/bench_evidence.py [--million] [--skip-corpus]
-[--skip-embedding]``.
+[--skip-embedding] [--artifacts]``.
 """
 
 from __future__ import annotations
@@ -469,6 +475,115 @@ def bench_duckdb_baselines(table, vectors, queries, hybrid_times) -> None:
     con.close()
 
 
+TRANSCRIPT_SETS = (
+    "tau-bench-airline-gpt4o",
+    "swe-agent-trajectories",
+    "mini-swe-agent-trajectories",
+    "openhands-trajectories",
+    "toolbench-dfsdt-answers",
+    "api-bank-dialogues",
+    "pydantic-ai-recorded-tool-conversations",
+    "claude-code-session-fixtures",
+)
+
+
+def corpus_tool_outputs() -> dict[str, str]:
+    """Distinct tool outputs of corpora section A, keyed by content hash.
+
+    Read with the real readers but not redacted (no model here): redaction
+    changes a few characters of an output, not its size class.
+    """
+    from pipelines.ingest.drafts import DraftSession, SourceFile
+    from pipelines.ingest.readers import read_source
+    from schemas import content_hash
+
+    outputs: dict[str, str] = {}
+    for name in TRANSCRIPT_SETS:
+        for path in sorted((corpora() / name).rglob("*")):
+            if not path.is_file() or path.name.startswith(("LICENSE", "README")):
+                continue
+            source = SourceFile(path=str(path), data=path.read_bytes())
+            for parsed in read_source(source):
+                if not isinstance(parsed, DraftSession):
+                    continue
+                for message in parsed.messages:
+                    if message.tool_output:
+                        key = content_hash("t", message.tool_output, prefix="art_")
+                        outputs[key] = message.tool_output
+    return outputs
+
+
+def bench_artifact_windows() -> None:
+    """Tokens embedded for tool artifacts: whole outputs against windows."""
+    from pipelines.evidence.chunking import ERROR_LINE
+    from pipelines.evidence.documents import RunInfo, build_artifact
+    from schemas import Artifact
+    from schemas.policy import Policy
+
+    outputs = corpus_tool_outputs()
+    windowed = Policy()
+    whole = windowed.model_copy(
+        update={
+            "evidence": windowed.evidence.model_copy(
+                update={
+                    "artifacts": windowed.evidence.artifacts.model_copy(
+                        update={"max_tokens": 10**12}
+                    )
+                }
+            )
+        }
+    )
+    run = RunInfo("bench", "p", "bench")
+    print(f"\n## Tool artifacts: embed what is retrieved ({len(outputs):,} outputs)")
+    print("| chunking | distinct chunk texts | tokens embedded | ratio |")
+    print("|---|---:|---:|---:|")
+    results = {}
+    for label, policy in (("whole output (today)", whole), ("windows", windowed)):
+        texts: dict[str, int] = {}
+        kept_spans: dict[str, list[tuple[int, int]]] = {}
+        started = time.perf_counter()
+        for art_id, text in outputs.items():
+            artifact = Artifact(
+                artifact_id=art_id,
+                tenant_id="t",
+                size_bytes=len(text.encode("utf-8")),
+                content=text,
+                policy_version="p",
+            )
+            built = build_artifact(artifact, policy, run, None, "tool")
+            kept_spans[art_id] = [
+                (d.fields["char_start"], d.fields["char_end"]) for d in built.chunks
+            ]
+            for draft in built.chunks:
+                texts[draft.content_hash] = draft.fields["token_count"]
+        results[label] = (len(texts), sum(texts.values()), kept_spans)
+        base = results["whole output (today)"][1]
+        print(
+            f"| {label} | {len(texts):,} | {sum(texts.values()):,} | "
+            f"{sum(texts.values()) / base:.2f} |  "
+            f"({time.perf_counter() - started:.1f} s to chunk)"
+        )
+    whole_spans = results["whole output (today)"][2]
+    kept = results["windows"][2]
+    failures = held = elided = 0
+    for art_id, text in outputs.items():
+        if kept[art_id] == whole_spans[art_id]:
+            continue
+        elided += 1
+        pos = 0
+        for line in text.split("\n"):
+            start, pos = pos, pos + len(line) + 1
+            if line.strip() and ERROR_LINE.search(line):
+                failures += 1
+                end = start + len(line.rstrip())
+                held += any(s <= start + 1 and end <= e + 1 for s, e in kept[art_id])
+    share = held / failures if failures else 1.0
+    print(
+        f"\n{elided} outputs windowed; failure lines kept: {held:,} of "
+        f"{failures:,} ({share:.0%}; the rest fell beyond the error budget)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--million", action="store_true", help="also 1M chunks")
@@ -483,7 +598,15 @@ def main() -> None:
         type=Path,
         help="only the pack part, over this already ingested warehouse",
     )
+    parser.add_argument(
+        "--artifacts",
+        action="store_true",
+        help="only the tool-artifact windows part (no model)",
+    )
     args = parser.parse_args()
+    if args.artifacts:
+        bench_artifact_windows()
+        return
     if args.pack_warehouse:
         bench_pack(args.pack_warehouse)
         return
@@ -492,6 +615,7 @@ def main() -> None:
         bench_embedding()
     if not args.skip_corpus:
         bench_skip_unchanged()
+    bench_artifact_windows()
     bench_search(100_000, "100k")
     if args.million:
         bench_search(1_000_000, "1M")

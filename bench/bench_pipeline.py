@@ -17,7 +17,9 @@ workers oversubscribe the cores and the flags made the nightly 4x slower.
 
 Flags: ``--sets a,b`` picks transcript sets (quick subsets), ``--workers N``
 (default 2; 0 skips the comparison), ``--skip-baseline`` skips the in-process
-run and the redact baseline.
+run and the redact baseline, ``--deferred`` runs the in-process nightly with
+``evidence.embedding.mode: deferred`` (no vectors in the nightly) and then times
+``ctxledger embed`` filling them (``jobs.embed``).
 """
 
 from __future__ import annotations
@@ -124,10 +126,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--keep-thread-env", action="store_true")
+    parser.add_argument("--deferred", action="store_true")
     args = parser.parse_args()
     sets = tuple(args.sets.split(",")) if args.sets else TRANSCRIPT_SETS
     if not args.skip_baseline:
-        in_process(sets)
+        in_process(sets, deferred=args.deferred)
     if args.workers:
         with tempfile.TemporaryDirectory() as tmp:
             landing = Path(tmp) / "landing"
@@ -136,7 +139,21 @@ def main() -> None:
             compare_runners(landing, Path(tmp), args.workers, args.keep_thread_env)
 
 
-def in_process(sets: tuple[str, ...]) -> None:
+def _deferred_policy(folder: Path) -> Path:
+    """The default policy with ``evidence.embedding.mode: deferred``."""
+    import yaml
+
+    from schemas.policy import DEFAULT_POLICY_PATH
+
+    data = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
+    data.setdefault("evidence", {}).setdefault("embedding", {})["mode"] = "deferred"
+    path = folder / "policy_deferred.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def in_process(sets: tuple[str, ...], deferred: bool = False) -> None:
+    from jobs.embed import run_embed
     from jobs.nightly import run_nightly
     from pipelines.ingest.landing import discover, parse_landing_file
     from pipelines.redact.engine import Redactor
@@ -148,12 +165,16 @@ def in_process(sets: tuple[str, ...]) -> None:
         landing = Path(tmp) / "landing"
         source = build_landing(landing, sets)
         size = sum(p.stat().st_size for p in landing.rglob("*") if p.is_file())
+        policy_file = _deferred_policy(Path(tmp)) if deferred else None
         started = time.perf_counter()
-        result = run_nightly(landing, Path(tmp) / "wh")
+        result = run_nightly(landing, Path(tmp) / "wh", policy_file=policy_file)
         whole = time.perf_counter() - started
         started = time.perf_counter()
-        again = run_nightly(landing, Path(tmp) / "wh")
+        again = run_nightly(landing, Path(tmp) / "wh", policy_file=policy_file)
         rerun = time.perf_counter() - started
+        filled = (
+            run_embed(Path(tmp) / "wh", policy_file=policy_file) if deferred else None
+        )
         with Warehouse.open(Path(tmp) / "wh") as wh:
             counts = wh.row_counts()
 
@@ -176,7 +197,8 @@ def in_process(sets: tuple[str, ...]) -> None:
         redact_only = time.perf_counter() - started
 
     messages = counts["messages"]
-    print(f"nightly pipeline on {source}")
+    mode = "deferred" if deferred else "inline"
+    print(f"nightly pipeline on {source} (evidence.embedding.mode: {mode})")
     files = len(result.discovery.items)
     print(f"  files {files}, {size / 1e6:.2f} MB, messages {messages}")
     print(
@@ -189,6 +211,13 @@ def in_process(sets: tuple[str, ...]) -> None:
     )
     print(f"  ratio whole-pipeline / redact-alone time: {whole / redact_only:.2f}x")
     print(f"  idempotent re-run: {rerun:.2f}s, new files {again.files_new}")
+    if filled is not None:
+        print(
+            f"  ctxledger embed afterwards: {filled.seconds:.1f}s for "
+            f"{filled.updated} chunk(s), {filled.embedded} text(s) through the "
+            f"model, {filled.reused} reused; nightly + embed "
+            f"{messages / (whole + filled.seconds):.0f} messages/s"
+        )
 
 
 if __name__ == "__main__":

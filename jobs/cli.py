@@ -636,6 +636,7 @@ def report(
 
 # Commands kept in their own modules register themselves on ``app``.
 import jobs.cli_backfill  # noqa: E402, F401
+import jobs.cli_embed  # noqa: E402, F401
 import jobs.cli_eval  # noqa: E402, F401
 import jobs.cli_serve  # noqa: E402, F401
 import jobs.cli_stream  # noqa: E402, F401

@@ -71,6 +71,11 @@ class EmbeddingSettings(_Strict):
     precision: Precision = "auto"
     #: torch threads per worker; 0 leaves torch's default.
     torch_threads: int = Field(default=0, ge=0)
+    #: ``inline``: the nightly embeds new chunk texts itself. ``deferred``: the
+    #: nightly commits new chunks without a vector (text and BM25 are searchable
+    #: at once, no model is loaded) and ``ctxledger embed`` fills the vectors
+    #: later in a snapshot of its own, e.g. on a GPU worker.
+    mode: Literal["inline", "deferred"] = "inline"
 
 
 class DocumentSettings(_Strict):
@@ -96,6 +101,15 @@ class ArtifactSettings(_Strict):
     trust: Trust = "untrusted"
     #: Longer outputs are cut to this many characters before chunking.
     max_chars: int = Field(default=200_000, ge=1_000)
+    #: Embed what is retrieved: an output over ``max_tokens`` (cl100k) keeps
+    #: only its first ``head_tokens``, its last ``tail_tokens`` and, within the
+    #: rest of ``max_tokens``, the lines reporting a failure with
+    #: ``error_context_lines`` around each (``chunking.evidence_windows``).
+    #: Smaller outputs stay whole.
+    max_tokens: int = Field(default=512, ge=1)
+    head_tokens: int = Field(default=200, ge=0)
+    tail_tokens: int = Field(default=100, ge=0)
+    error_context_lines: int = Field(default=2, ge=0)
 
     @field_validator("operator_groups")
     @classmethod
@@ -268,7 +282,10 @@ class EvidenceChunk(Record):
     text: str
     content_hash: str
     token_count: int = Field(ge=0)
-    embedding: list[Float32]
+    #: None: embedding deferred (``evidence.embedding.mode: deferred``) and not
+    #: filled in yet by ``ctxledger embed``; search ranks the chunk by BM25 only.
+    embedding: list[Float32] | None = None
+    #: The model that embedded the chunk, or that will (pending rows).
     embed_model: str
     embedding_reused: bool = False
     policy_version: str
@@ -278,8 +295,8 @@ class EvidenceChunk(Record):
 
     @field_validator("embedding")
     @classmethod
-    def _width(cls, value: list[float]) -> list[float]:
-        if len(value) != EMBEDDING_DIM:
+    def _width(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and len(value) != EMBEDDING_DIM:
             raise ValueError(f"embedding must have {EMBEDDING_DIM} values")
         return value
 
@@ -297,6 +314,8 @@ class SearchHit(_Strict):
     ``bm25``/``cosine`` are the raw scores (None when the chunk was not in that
     list's candidates), ``*_rank`` are 1-based ranks in those lists, ``fused`` is
     the weighted reciprocal-rank-fusion score the results are ordered by.
+    ``ranked_by`` is ``bm25`` when the chunk has no vector yet (deferred
+    embedding not filled in): it could only be found by its words.
     """
 
     chunk_id: str
@@ -321,6 +340,7 @@ class SearchHit(_Strict):
     cosine: float | None = None
     cosine_rank: int | None = None
     fused: float
+    ranked_by: Literal["hybrid", "bm25"] = "hybrid"
 
 
 ItemKind = Literal["evidence", "tool_artifact", "fact", "hypothesis", "tool"]

@@ -171,7 +171,7 @@ def lookup_embeddings(
                 "FROM evidence_chunks c "
                 "SEMI JOIN __wanted w "
                 "ON c.tenant_id = w.tenant_id AND c.content_hash = w.content_hash "
-                "WHERE c.embed_model = ? GROUP BY ALL",
+                "WHERE c.embed_model = ? AND c.embedding IS NOT NULL GROUP BY ALL",
                 [model],
             ).fetchall()
         finally:
@@ -339,12 +339,26 @@ def build_index(
             .append_column("authority", pa.array([], pa.float64()))
             .append_column("effective_to", pa.array([], pa.timestamp("us", tz="UTC")))
         )
-    embeddings = table.column("embedding").combine_chunks()
-    flat = embeddings.flatten().to_numpy(zero_copy_only=False)
-    vectors = np.asarray(flat, dtype=np.float32).reshape(-1, EMBEDDING_DIM)
+    vectors, has_vector = _vectors(table.column("embedding"))
     return EvidenceIndex.from_rows(
-        table.drop_columns(["embedding"]), vectors, settings, snapshot
+        table.drop_columns(["embedding"]), vectors, settings, snapshot, has_vector
     )
+
+
+def _vectors(column) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, EMBEDDING_DIM)`` float32 rows and which rows have a vector: a NULL
+    embedding (deferred, not filled in yet) is an all-zero row and False."""
+    embeddings = column.combine_chunks()
+    has_vector = np.asarray(
+        embeddings.is_valid().to_numpy(zero_copy_only=False), dtype=bool
+    ).reshape(len(embeddings))
+    flat = embeddings.flatten().to_numpy(zero_copy_only=False)  # skips NULL rows
+    present = np.asarray(flat, dtype=np.float32).reshape(-1, EMBEDDING_DIM)
+    if has_vector.all():
+        return present, has_vector
+    vectors = np.zeros((len(embeddings), EMBEDDING_DIM), dtype=np.float32)
+    vectors[has_vector] = present
+    return vectors, has_vector
 
 
 def search_evidence(
@@ -365,7 +379,8 @@ def search_evidence(
     Tenant, ACL groups (``*`` on a document admits every group), subject (tool
     artifacts: only ``subject_id``'s own, unless ``principal_groups`` holds a
     policy operator group) and validity at ``as_of`` (default: now) filter
-    first; only chunks in that scope are ranked.
+    first; only chunks in that scope are ranked. A chunk whose embedding is
+    still pending (deferred mode) is ranked by BM25 only (``ranked_by="bm25"``).
     Both top-``candidates`` lists are fused by weighted reciprocal rank fusion
     (weights from the policy). ``query_embedding`` skips embedding ``query``.
     """
@@ -398,6 +413,7 @@ def search_evidence(
                 cosine=r.cosine,
                 cosine_rank=r.cosine_rank,
                 fused=r.fused,
+                ranked_by="hybrid" if index.has_vector[r.row] else "bm25",
             )
         )
     return hits

@@ -23,6 +23,10 @@ rows are ever scored:
   ``search.exact_max_rows``, only the scope rows of the closest IVF lists are
   scored (``search.ivf_probe_fraction`` of them).
 * Weighted reciprocal rank fusion of the two top-``candidates`` lists.
+
+A chunk committed without a vector (``evidence.embedding.mode: deferred``,
+before ``ctxledger embed`` ran) has an all-zero row and ``has_vector`` False:
+it takes part in BM25 only and is never a cosine candidate.
 """
 
 from __future__ import annotations
@@ -237,10 +241,13 @@ class EvidenceIndex:
         settings: SearchSettings,
         snapshot: int | None = None,
         ivf: tuple[np.ndarray, np.ndarray] | None = None,
+        has_vector: np.ndarray | None = None,
     ):
         """``meta``: rows sorted by tenant (``_META_COLUMNS``), then IVF list;
         ``vectors``: one normalised float32 row per meta row, same order;
-        ``ivf``: centroids and each row's list. Prefer ``from_rows``."""
+        ``ivf``: centroids and each row's list; ``has_vector``: False for rows
+        whose embedding is pending (default: every row has one). Prefer
+        ``from_rows``."""
         self.settings = settings
         self.snapshot = snapshot
         self.meta = meta
@@ -248,6 +255,12 @@ class EvidenceIndex:
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if self.vectors.shape != (self.n, EMBEDDING_DIM):
             raise ValueError("one vector per row expected")
+        self.has_vector = (
+            np.ones(self.n, dtype=bool)
+            if has_vector is None
+            else np.asarray(has_vector, dtype=bool).reshape(self.n)
+        )
+        self.all_vectors = bool(self.has_vector.all())
         tenants = meta.column("tenant_id").to_pylist()
         self.tenant_slices: dict[str, tuple[int, int]] = {}
         start = 0
@@ -349,17 +362,25 @@ class EvidenceIndex:
         vectors: np.ndarray,
         settings: SearchSettings,
         snapshot: int | None = None,
+        has_vector: np.ndarray | None = None,
     ) -> EvidenceIndex:
         """Sort ``meta`` (with an ``acl`` column) and ``vectors`` by tenant (and,
         with an IVF partition, by list inside a tenant, so that every list of a
-        tenant is one contiguous block of vectors), then build."""
+        tenant is one contiguous block of vectors), then build. ``has_vector``:
+        False for rows without an embedding yet (their ``vectors`` row is
+        ignored: zeros)."""
         import pyarrow.compute as pc  # noqa: PLC0415
 
         vectors = np.asarray(vectors, dtype=np.float32)
+        if has_vector is None:
+            has_vector = np.ones(meta.num_rows, dtype=bool)
+        has_vector = np.asarray(has_vector, dtype=bool)
         ivf = None
         assign = np.zeros(meta.num_rows, dtype=np.int32)
-        if settings.ivf_min_rows and meta.num_rows >= settings.ivf_min_rows:
-            centroids = _kmeans(vectors, max(16, int(math.sqrt(meta.num_rows))))
+        if settings.ivf_min_rows and int(has_vector.sum()) >= settings.ivf_min_rows:
+            centroids = _kmeans(
+                vectors[has_vector], max(16, int(math.sqrt(int(has_vector.sum()))))
+            )
             assign = _assign(vectors, centroids)
             ivf = centroids
         keyed = pa.table(
@@ -390,6 +411,7 @@ class EvidenceIndex:
             settings,
             snapshot,
             (ivf, assign[order]) if ivf is not None else None,
+            has_vector[order],
         )
 
     # ------------------------------------------------------------------ query
@@ -480,6 +502,8 @@ class EvidenceIndex:
         self, query_vec: np.ndarray, scope: np.ndarray, n: int
     ) -> list[tuple[int, float]]:
         """Top ``n`` (row, cosine) over the scope (exact, or IVF-probed)."""
+        if not self.all_vectors:
+            scope = scope[self.has_vector[scope]]  # pending rows: BM25 only
         if not len(scope):
             return []
         q = np.asarray(query_vec, dtype=np.float32).reshape(-1)

@@ -378,3 +378,167 @@ def _heading_to_body(
         out.append(chunk)
         i += 1
     return out
+
+
+# ------------------------------------------------------------ artifact windows
+#: Bump when the artifact window rules change (stored with artifact versions).
+ARTIFACT_CHUNKER_VERSION = f"{CHUNKER_VERSION}+windows-1"
+
+#: A line that reports a failure: its neighbourhood is kept as an error window.
+ERROR_LINE = re.compile(
+    r"error|exception|traceback|\bfail(?:ed|ure|s|ing)?\b|\bfatal\b|\bpanic",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A kept span ``[start, end)`` of a tool output and what was skipped
+    before it: whole lines, or (within one long line) characters."""
+
+    start: int
+    end: int
+    omitted_lines: int = 0
+    omitted_chars: int = 0
+
+    @property
+    def marker(self) -> str:
+        """The visible elision marker of the gap before this window ("" if none)."""
+        if self.omitted_lines:
+            noun = "line" if self.omitted_lines == 1 else "lines"
+            return f"[... {self.omitted_lines:,} {noun} omitted ...]"
+        if self.omitted_chars:
+            return f"[... {self.omitted_chars:,} characters omitted ...]"
+        return ""
+
+
+def _fit(
+    text: str, start: int, end: int, budget: int, count: TokenCounter, last: bool
+) -> tuple[int, int] | None:
+    """The first (or ``last``) piece of one line that fits ``budget`` tokens."""
+    if budget <= 0:
+        return None
+    pieces = split_oversized(text, start, end, budget, count)
+    if not pieces:
+        return None
+    return pieces[-1] if last else pieces[0]
+
+
+def evidence_windows(
+    text: str,
+    head_tokens: int,
+    tail_tokens: int,
+    error_context_lines: int,
+    max_tokens: int,
+    count: TokenCounter = count_tokens,
+    total_tokens: int | None = None,
+) -> list[Window]:
+    """The spans of a tool output worth embedding: all of it when it fits
+    ``max_tokens``; else the first lines (``head_tokens``), the last lines
+    (``tail_tokens``) and, with what the budget leaves, every line that reports
+    a failure with ``error_context_lines`` of context either side (merged).
+
+    Why: a 5,000-line build log is retrieved for its error and its outcome, not
+    for its 4,900 progress lines, yet embedding all of it dominated the nightly.
+    Budgets are summed per line, one token added for each line break (a
+    window's exact count can differ by a token or two at the joins); a single
+    line over a budget is cut at spaces.
+    Windows are disjoint, in text order, trimmed, and never empty.
+    """
+    total = count(text) if total_tokens is None else total_tokens
+    whole = _trim(text, 0, len(text))
+    if whole[1] <= whole[0]:
+        return []
+    if total <= max_tokens:
+        return [Window(*whole)]
+    lines = _lines(text)
+    # a line costs its own tokens plus about one for its line break
+    tokens = [count(text[s:e]) + 1 for s, e in lines]
+    n = len(lines)
+    spans: list[tuple[int, int, int, int]] = []  # (start, end, first, last line)
+
+    used = 0  # head: whole lines while they fit, a cut first line if none does
+    head_last = -1
+    for i in range(n):
+        if used + tokens[i] > head_tokens:
+            if i == 0:
+                cut = _fit(text, *lines[0], head_tokens, count, last=False)
+                if cut:
+                    spans.append((cut[0], cut[1], 0, 0))
+                    used += count(text[cut[0] : cut[1]])
+                    head_last = 0
+            break
+        used += tokens[i]
+        head_last = i
+    if head_last >= 0 and not spans:
+        spans.append((lines[0][0], lines[head_last][1], 0, head_last))
+    head_used = used
+
+    used = 0  # tail: the same from the end, never reaching into the head
+    tail: tuple[int, int, int, int] | None = None
+    tail_first = n
+    for i in range(n - 1, head_last, -1):
+        if used + tokens[i] > tail_tokens:
+            if i == n - 1:
+                cut = _fit(text, *lines[i], tail_tokens, count, last=True)
+                if cut:
+                    tail = (cut[0], cut[1], i, i)
+                    used = count(text[cut[0] : cut[1]])
+                    tail_first = i
+            break
+        used += tokens[i]
+        tail_first = i
+    if tail is None and tail_first < n:
+        tail = (lines[tail_first][0], lines[n - 1][1], tail_first, n - 1)
+    if tail is None and spans and spans[0][1] < lines[head_last][1]:
+        # one line longer than the head (a minified JSON): its end is the tail
+        cut = _fit(text, spans[0][1], lines[head_last][1], tail_tokens, count, True)
+        if cut:
+            tail = (cut[0], cut[1], head_last, head_last)
+            used = count(text[cut[0] : cut[1]])
+    budget = max_tokens - head_used - used
+
+    c = max(0, error_context_lines)  # error windows between head and tail
+    ranges: list[list[int]] = []
+    for i in range(head_last + 1, tail_first):
+        if ERROR_LINE.search(text[lines[i][0] : lines[i][1]]):
+            lo, hi = max(head_last + 1, i - c), min(tail_first - 1, i + c)
+            if ranges and lo <= ranges[-1][1] + 1:
+                ranges[-1][1] = max(ranges[-1][1], hi)
+            else:
+                ranges.append([lo, hi])
+    for lo, hi in ranges:
+        if budget <= 0:
+            break
+        cost = sum(tokens[lo : hi + 1])
+        if cost <= budget:
+            spans.append((lines[lo][0], lines[hi][1], lo, hi))
+            budget -= cost
+            continue
+        first = next(
+            i
+            for i in range(lo, hi + 1)
+            if ERROR_LINE.search(text[lines[i][0] : lines[i][1]])
+        )
+        cut = _fit(text, lines[first][0], lines[hi][1], budget, count, last=False)
+        if cut:
+            spans.append((cut[0], cut[1], first, first))
+        break
+    if tail is not None:
+        spans.append(tail)
+
+    out: list[Window] = []
+    prev_end = 0
+    for start, end, _first, _last in sorted(spans):
+        start, end = _trim(text, start, end)
+        if end <= start:
+            continue
+        gap = text[prev_end:start]
+        if not gap.strip():
+            out.append(Window(start, end))
+        elif gap.count("\n") >= 2:
+            out.append(Window(start, end, omitted_lines=gap.count("\n") - 1))
+        else:
+            out.append(Window(start, end, omitted_chars=len(gap.strip())))
+        prev_end = end
+    return out

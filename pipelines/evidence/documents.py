@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from pipelines.evidence.chunking import CHUNKER_VERSION, chunk_text
+from pipelines.evidence.chunking import (
+    ARTIFACT_CHUNKER_VERSION,
+    CHUNKER_VERSION,
+    ChunkSpan,
+    chunk_text,
+    evidence_windows,
+)
 from pipelines.evidence.landing import (
     DocItem,
     MetadataError,
@@ -248,13 +254,15 @@ def chunk_drafts(
     text: str,
     policy: Policy,
     section_root: Sequence[str] = (),
+    spans: Sequence[ChunkSpan] | None = None,
 ) -> list[ChunkDraft]:
-    """Chunks of a version's redacted ``text`` (ids are content hashes)."""
+    """Chunks of a version's redacted ``text`` (ids are content hashes):
+    ``spans`` when given (artifact windows), else all of ``text`` chunked."""
     bounds = policy.evidence.chunking
+    if spans is None:
+        spans = chunk_text(text, bounds.max_tokens, bounds.min_tokens)
     drafts = []
-    for ordinal, span in enumerate(
-        chunk_text(text, bounds.max_tokens, bounds.min_tokens)
-    ):
+    for ordinal, span in enumerate(spans):
         chunk = text[span.char_start : span.char_end]
         digest = text_hash(chunk)
         drafts.append(
@@ -427,6 +435,43 @@ def build_document(
     )
 
 
+def artifact_spans(text: str, policy: Policy, tokens: int) -> list[ChunkSpan]:
+    """Chunks of the evidence windows of a tool output (``evidence_windows``).
+
+    Each chunk is still an exact span of the stored artifact text (so a quote
+    can be cited); the first chunk after a gap carries the visible elision
+    marker ("[... 1,234 lines omitted ...]") as its section, so a reader of a
+    hit or a pack knows the output goes on around it.
+    """
+    settings = policy.evidence.artifacts
+    bounds = policy.evidence.chunking
+    out: list[ChunkSpan] = []
+    for window in evidence_windows(
+        text,
+        settings.head_tokens,
+        settings.tail_tokens,
+        settings.error_context_lines,
+        settings.max_tokens,
+        total_tokens=tokens,
+    ):
+        piece = text[window.start : window.end]
+        for i, span in enumerate(
+            chunk_text(piece, bounds.max_tokens, bounds.min_tokens)
+        ):
+            marker = (window.marker,) if window.marker and i == 0 else ()
+            out.append(
+                ChunkSpan(
+                    window.start + span.char_start,
+                    window.start + span.char_end,
+                    marker + span.section_path,
+                    span.token_count,
+                    span.starts_section,
+                    span.headings_only,
+                )
+            )
+    return out
+
+
 def build_artifact(
     artifact: Artifact,
     policy: Policy,
@@ -450,6 +495,7 @@ def build_artifact(
     """
     settings = policy.evidence.artifacts
     text = artifact.content[: settings.max_chars]
+    tokens = count_tokens(text)
     owner = () if subject_id is None else (subject_id,)
     version = DocumentVersion(
         doc_version_id=content_hash(
@@ -470,15 +516,19 @@ def build_artifact(
         text="",
         text_hash=text_hash(text),
         char_count=len(text),
-        token_count=count_tokens(text),
+        token_count=tokens,
         metadata_source="artifact",
         policy_version=artifact.policy_version,
-        chunker_version=CHUNKER_VERSION,
+        chunker_version=ARTIFACT_CHUNKER_VERSION,
         run_id=run.run_id,
         source_id=policy.sources.resolve("tool_artifact", tool_name),
     )
     drafts = chunk_drafts(
-        version, text, policy, section_root=[tool_name] if tool_name else []
+        version,
+        text,
+        policy,
+        section_root=[tool_name] if tool_name else [],
+        spans=artifact_spans(text, policy, tokens),
     )
     kept, letters = screen_secrets(drafts, version.source_path, run)
     return BuiltSource(

@@ -20,7 +20,9 @@ Chunks whose text still matches a secret rule after redaction are dead letters
    (MiniLM loaded once per process, on the first batch), so every distinct
    text is embedded at most once, ever. Not Beam's ``RunInference``: importing
    ``apache_beam.ml`` pulls in torch (1-2 s) before the graph is even built,
-   also in runs that have nothing to embed.
+   also in runs that have nothing to embed. With ``evidence.embedding.mode:
+   deferred`` the texts not reused are committed without a vector instead
+   (``pending_chunks``) and no model is loaded; ``jobs.embed`` fills them.
 
 Outputs (``dict``): ``document_files``, ``documents``, ``evidence_chunks`` and
 ``dead_letter``. ``evidence_branch`` plugs the stage into the nightly graph.
@@ -50,7 +52,7 @@ from pipelines.evidence.documents import (
 from pipelines.evidence.embed import Embedder
 from pipelines.memory.subjects import subject_for
 from pipelines.timing import timed
-from schemas.evidence import EmbeddingSettings
+from schemas.evidence import EmbeddingSettings, EvidenceChunk
 
 DEAD_LETTER = "dead_letter"
 OUTPUTS = ("document_files", "documents", "evidence_chunks")
@@ -277,6 +279,16 @@ def _failed_embeddings(config: JobConfig, batch, exc: Exception):
             )
 
 
+def pending_chunks(element, model: str):
+    """``(drafts, text)`` -> the drafts as ``EvidenceChunk`` s without a vector
+    (deferred embedding; ``embed_model`` names the model that will fill it)."""
+    drafts, _text = element
+    for draft in drafts:
+        yield EvidenceChunk(
+            **draft.fields, embedding=None, embed_model=model, embedding_reused=False
+        )
+
+
 class EmbedChunks(beam.PTransform):
     """``ChunkDraft`` s -> ``EvidenceChunk`` s (reused or newly embedded) + dead
     letters; each distinct ``(tenant, text)`` is embedded at most once."""
@@ -305,6 +317,15 @@ class EmbedChunks(beam.PTransform):
                 "to_embed", main="reused"
             )
         )
+        if self.settings.mode == "deferred":
+            # No model in this run: the chunks are committed without a vector
+            # (BM25 finds them at once); ``ctxledger embed`` fills them later.
+            pending = looked_up.to_embed | "DeferEmbedding" >> beam.FlatMap(
+                pending_chunks, model
+            )
+            chunks = (looked_up.reused, pending) | "FlattenChunks" >> beam.Flatten()
+            dead = drafts.pipeline | "NoEmbedDeadLetters" >> beam.Create([])
+            return {"evidence_chunks": chunks, DEAD_LETTER: dead}
         embedded = (
             looked_up.to_embed
             | "BatchTexts"

@@ -152,6 +152,9 @@ def _build_docs(docs: Path) -> None:
 
 
 ORDERS = "lookup_orders: order 7731 shipped by parcelco, eta friday"
+#: A failure in the middle of a 30-line (about 750-token) tool output: over
+#: ``evidence.artifacts.max_tokens``, so only head, error and tail windows stay.
+KUBELET_ERROR = "ERROR failed to admit pod-15: OutOfpods quota exhausted"
 
 
 def _landing(landing: Path) -> None:
@@ -161,7 +164,7 @@ def _landing(landing: Path) -> None:
     log = "\n".join(
         f"2025-03-01T09:00:{i:02d}Z kubelet node-7 pods=110/110 evicted=pod-{i}"
         for i in range(30)
-    )
+    ).replace("evicted=pod-15", KUBELET_ERROR)
     lines = [
         {"session_id": "s1", "turn": 0, "role": "user",
          "content": "why are pods pending on node-7?",
@@ -253,12 +256,12 @@ def test_first_run_ingests_documents_and_artifacts_balanced(lake, wh):
     assert kinds["tool_artifact"] == 2  # one per customer session
     assert kinds["document"] == 11 + 9 + 2  # runbooks, derived docs, v05, tombstone
     owners = wh.query(
-        "SELECT DISTINCT section_path, subject_id, acl FROM evidence_chunks "
+        "SELECT DISTINCT section_path[1], subject_id, acl FROM evidence_chunks "
         "WHERE kind = 'tool_artifact' ORDER BY subject_id"
     ).fetchall()
     assert owners == [
-        (["kubectl"], "cust-1", ["operators"]),
-        (["lookup_orders"], "cust-2", ["operators"]),
+        ("kubectl", "cust-1", ["operators"]),
+        ("lookup_orders", "cust-2", ["operators"]),
     ]
     distinct = wh.query(
         "SELECT count(DISTINCT (tenant_id, content_hash)) FROM evidence_chunks "
@@ -491,6 +494,26 @@ def test_tool_outputs_are_served_to_their_own_subject_only(lake, wh):
             wh.pack(request("cust-1", mandatory=[item_id]), policy=lake.policy)
         errors.append(str(raised.value).replace(item_id, "<id>"))
     assert errors[0] == errors[1]
+
+
+def test_search_finds_the_error_line_of_a_windowed_tool_output(lake, wh):
+    """Only head, error and tail windows of the long kubelet log are embedded,
+    yet the failure in its middle is found, by its own subject, as an exact
+    span of the stored output, after a visible elision marker."""
+    hits = wh.search_evidence(
+        "acme", ["sre"], "OutOfpods quota exhausted admit pod",
+        k=5, subject_id="cust-1", policy=lake.policy,
+    )  # fmt: skip
+    (hit,) = [h for h in hits if h.kind == "tool_artifact"][:1]
+    assert KUBELET_ERROR in hit.text
+    assert hit.section_path == ["kubectl", "[... 7 lines omitted ...]"]
+    texts = wh.query(
+        "SELECT string_agg(text, chr(10)) || chr(10) FROM evidence_chunks "
+        "WHERE subject_id = 'cust-1' AND run_id = ?",
+        [lake.first.run_id],
+    ).fetchone()[0]
+    assert "evicted=pod-10\n" not in texts  # an elided line: not embedded
+    assert "evicted=pod-0\n" in texts and "evicted=pod-29\n" in texts
 
 
 def test_nul_in_a_query_is_text(lake, wh):

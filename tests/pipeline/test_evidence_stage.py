@@ -264,3 +264,61 @@ def test_embedding_failures_become_dead_letters(tmp_path, monkeypatch):
             label="CheckDead",
         )
         assert_that(out["evidence_chunks"], equal_to([]), label="CheckNoChunks")
+
+
+def test_deferred_mode_commits_pending_chunks_without_a_model(tmp_path, monkeypatch):
+    """``evidence.embedding.mode: deferred``: a text the warehouse already
+    embedded still reuses its vector; the others come out with ``embedding``
+    None (for ``ctxledger embed``), and the model is never called."""
+
+    def no_model(self, texts, model=None):
+        raise AssertionError("deferred mode must not embed")
+
+    monkeypatch.setattr(Embedder, "encode", no_model)
+    items = _docs(tmp_path)
+    config = _config(tmp_path)
+    data = POLICY.model_dump()
+    data["evidence"]["embedding"]["mode"] = "deferred"
+    policy = type(POLICY).model_validate(data)
+    built = build_document(
+        items[0],
+        policy,
+        lambda fields: [type("R", (), {"text": t, "findings": []}) for _, t in fields],
+        RunInfo("run_old", "p", "t"),
+    )
+    meaning = next(d for d in built.chunks if "Meaning" in d.fields["section_path"])
+    old = meaning.complete([0.0] * 383 + [1.0], policy.evidence.embedding.model, False)
+    old = old.model_copy(update={"chunk_id": "chk_old", "doc_version_id": "dv_old"})
+    with Warehouse.open(config.warehouse, create=True) as wh:
+        wh.commit_staged(
+            "seed",
+            {},
+            {"evidence_chunks": to_table(EvidenceChunk, [old.row()])},
+            {"seed": True},
+        )
+    with TestPipeline() as p:
+        out = {
+            "documents": p | "Docs" >> beam.Create(items),
+            "artifacts": p | "Artifacts" >> beam.Create([]),
+            "messages": p | "Messages" >> beam.Create([]),
+            "sessions": p | "Sessions" >> beam.Create([]),
+        } | ChunkEvidence(config, policy, KEY)
+        assert_that(
+            out["evidence_chunks"]
+            | beam.Map(
+                lambda c: (
+                    c.section_path[-1],
+                    c.embedding_reused,
+                    None if c.embedding is None else c.embedding[-1],
+                    c.embed_model,
+                )
+            ),
+            equal_to(
+                [
+                    ("Meaning", True, 1.0, policy.evidence.embedding.model),
+                    ("Mitigation", False, None, policy.evidence.embedding.model),
+                ]
+            ),
+            label="CheckDeferred",
+        )
+        assert_that(out["dead_letter"], equal_to([]), label="CheckNoDead")

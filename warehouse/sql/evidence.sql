@@ -15,7 +15,9 @@
 -- are admitted by their ACL; tool artifacts only to a request for the subject
 -- of the session that produced them, or to a policy operator group
 -- ({operator_groups}), never by ACL. Query text is only ever a macro argument
--- (a bound value): NUL or quotes in it are plain text.
+-- (a bound value): NUL or quotes in it are plain text. A chunk without a vector
+-- (evidence.embedding.mode: deferred, before `ctxledger embed`) is ranked by
+-- BM25 only: evidence_search says ranked_by = 'bm25' for it.
 
 CREATE OR REPLACE TEMP MACRO evidence_terms(t) AS
     list_transform(
@@ -104,6 +106,8 @@ CREATE OR REPLACE TEMP MACRO evidence_vector(
                 SELECT v, greatest(sqrt(list_dot_product(v, v)), 1e-12) AS norm
                 FROM (SELECT query_vec::FLOAT[] AS v)
             ) q
+        -- a chunk whose embedding is deferred and not filled in yet: BM25 only
+        WHERE s.embedding IS NOT NULL
     )
     ORDER BY rank
     LIMIT n;
@@ -135,7 +139,8 @@ CREATE OR REPLACE TEMP MACRO evidence_search(
         s.chunk_id, s.doc_id, s.doc_version, s.kind, s.subject_id, s.section_path,
         s.char_start,
         s.char_end, s.text, s.trust, s.effective_from, s.effective_to,
-        f.bm25, f.bm25_rank, f.cosine, f.cosine_rank, f.fused
+        f.bm25, f.bm25_rank, f.cosine, f.cosine_rank, f.fused,
+        CASE WHEN s.embedding IS NULL THEN 'bm25' ELSE 'hybrid' END AS ranked_by
     FROM fused f
     JOIN evidence_scope(tenant, groups, as_of := as_of, subject := subject) s
         USING (chunk_id)

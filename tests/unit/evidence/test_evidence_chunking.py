@@ -7,7 +7,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.evidence.chunking import chunk_text, parse_blocks, split_oversized
+from pipelines.evidence.chunking import (
+    chunk_text,
+    evidence_windows,
+    parse_blocks,
+    split_oversized,
+)
 from pipelines.ingest.tokens import count_tokens
 
 RUNBOOK = (
@@ -175,3 +180,80 @@ def test_chunks_are_exact_spans_within_bounds_covering_all_words(
         covered += piece
     # every non-space character lands in exactly one chunk, in order
     assert "".join(covered.split()) == "".join(text.split())
+
+
+# ------------------------------------------------------------ artifact windows
+def _build_log(lines: int, failures: dict[int, str]) -> str:
+    return "\n".join(
+        failures.get(i, f"step {i}: compiling module_{i}.c ok") for i in range(lines)
+    )
+
+
+def test_a_small_tool_output_stays_whole():
+    text = "  status ok\nrows: 3\n"
+    (window,) = evidence_windows(text, 20, 10, 2, 100)
+    assert text[window.start : window.end] == "status ok\nrows: 3"
+    assert window.marker == ""
+
+
+def test_a_long_log_keeps_head_error_and_tail_windows_within_budget():
+    """The failure in the middle of 3,000 progress lines is kept with its
+    context; what is skipped is announced by an elision marker."""
+    log = _build_log(
+        3000,
+        {1500: "Traceback (most recent call last):", 1502: "ValueError: bad input"},
+    )
+    windows = evidence_windows(log, 200, 100, 2, 512)
+    kept = [log[w.start : w.end] for w in windows]
+    assert len(windows) == 3
+    assert kept[0].startswith("step 0:") and kept[-1].endswith("module_2999.c ok")
+    assert "Traceback" in kept[1] and "ValueError: bad input" in kept[1]
+    assert kept[1].startswith("step 1498:") and kept[1].endswith("module_1504.c ok")
+    assert windows[0].marker == ""
+    first_error_line = 1498
+    head_lines = kept[0].count("\n") + 1
+    assert windows[1].marker == (
+        f"[... {first_error_line - head_lines:,} lines omitted ...]"
+    )
+    assert windows[2].marker.endswith("lines omitted ...]")
+    assert sum(count_tokens(k) for k in kept) <= 512 + len(kept)
+    assert [w.start for w in windows] == sorted(w.start for w in windows)
+    assert all(a.end < b.start for a, b in zip(windows, windows[1:], strict=False))
+
+
+def test_error_windows_stop_at_the_budget():
+    log = _build_log(2000, {i: f"error: test_{i} failed" for i in range(100, 1900, 7)})
+    windows = evidence_windows(log, 200, 100, 2, 512)
+    assert sum(count_tokens(log[w.start : w.end]) for w in windows) <= 512 + 5
+    assert len(windows) > 3  # several error windows fit, not all of them
+
+
+def test_one_enormous_line_keeps_its_start_and_its_end():
+    blob = '{"items": [' + ", ".join(f'"item {i}"' for i in range(5000)) + "]}"
+    head, tail = evidence_windows(blob, 200, 100, 2, 512)
+    assert blob[head.start : head.end].startswith('{"items": ["item 0"')
+    assert blob[tail.start : tail.end].endswith('"item 4999"]}')
+    assert tail.marker.endswith("characters omitted ...]")
+    omitted = len(blob[head.end : tail.start].strip())
+    assert tail.marker == f"[... {omitted:,} characters omitted ...]"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["step ok", "ERROR boom", "", "x" * 300, "word " * 40, "\r"]),
+        max_size=80,
+    ),
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.integers(0, 3),
+)
+def test_windows_are_disjoint_trimmed_spans_in_order(parts, head, tail, context):
+    text = "\n".join(parts)
+    windows = evidence_windows(text, head, tail, context, 80)
+    prev = 0
+    for w in windows:
+        piece = text[w.start : w.end]
+        assert prev <= w.start < w.end <= len(text)
+        assert piece == piece.strip()
+        prev = w.end

@@ -159,7 +159,43 @@ def test_artifacts_chunk_as_tool_artifact_with_the_tool_as_section():
     for draft in built.chunks:
         f = draft.fields
         assert content[f["char_start"] : f["char_end"]] == f["text"]
-        assert f["section_path"] == ["bash"] and f["trust"] == "untrusted"
+        assert f["section_path"][0] == "bash" and f["trust"] == "untrusted"
+
+
+def _policy_with(**artifacts) -> Policy:
+    policy = Policy()
+    settings = policy.evidence.artifacts.model_copy(update=artifacts)
+    evidence = policy.evidence.model_copy(update={"artifacts": settings})
+    return policy.model_copy(update={"evidence": evidence})
+
+
+def test_a_long_artifact_embeds_only_its_windows_as_exact_spans():
+    lines = [f"2025-03-01 step {i} ok" for i in range(400)]
+    lines[200] = "FAILED tests/test_x.py::test_y - AssertionError: 3 != 4"
+    content = "\n".join(lines)
+    artifact = Artifact(artifact_id="art_1", tenant_id="acme", size_bytes=1,
+                        content=content, policy_version="p")  # fmt: skip
+    built = build_artifact(artifact, Policy(), RUN, None, "pytest")
+    texts = [d.text for d in built.chunks]
+    assert any(lines[200] in t for t in texts)
+    assert sum(d.fields["token_count"] for d in built.chunks) <= 512 + 3
+    (error,) = [d for d in built.chunks if lines[200] in d.text]
+    before = built.chunks[built.chunks.index(error) - 1].fields["char_end"]
+    skipped = content[before : error.fields["char_start"]].count("\n") - 1
+    assert skipped > 100
+    assert error.fields["section_path"] == [
+        "pytest",
+        f"[... {skipped:,} lines omitted ...]",
+    ]
+    for draft in built.chunks:
+        f = draft.fields
+        assert content[f["char_start"] : f["char_end"]] == f["text"]
+    assert built.version.token_count > 2000  # the version still tells the whole
+    assert built.version.chunker_version.endswith("+windows-1")
+    # configurable: a budget above the output's size chunks all of it, as before
+    whole = build_artifact(artifact, _policy_with(max_tokens=10**6), RUN, None, "x")
+    assert sum(d.fields["token_count"] for d in whole.chunks) > 2000
+    assert all(d.fields["section_path"] == ["x"] for d in whole.chunks)
 
 
 def test_an_undated_artifact_takes_the_time_it_was_received():

@@ -144,3 +144,27 @@ def test_ivf_probes_only_scope_rows_and_finds_near_neighbours():
         found = {index.row(r)["chunk_id"] for r, _ in probed}
         recall.append(len(found & {exact.row(r)["chunk_id"] for r, _ in truth}) / 10)
     assert np.mean(recall) >= 0.8
+
+
+def test_rows_without_a_vector_rank_by_bm25_only():
+    """Deferred embeddings: a pending row (all-zero, ``has_vector`` False) is
+    found by its words, is never a cosine candidate, and the rest still are."""
+    rows = [
+        dict(chunk_id="p1", tenant_id="a", text="rotate the api key"),
+        dict(chunk_id="v1", tenant_id="a", text="weekly backup of the ledger"),
+        dict(chunk_id="v2", tenant_id="a", text="restart the gateway pods"),
+    ]
+    rng = np.random.default_rng(3)
+    vectors = _unit(rng, 3)
+    vectors[0] = 0.0
+    index = EvidenceIndex.from_rows(
+        _table(rows), vectors, SearchSettings(), has_vector=np.array([0, 1, 1], bool)
+    )
+    # a query vector equal to v1's: only vector rows are cosine candidates
+    ranked = index.search("a", ["*"], "rotate api key", vectors[1], 5, T1, 20)
+    by_id = {index.row(r.row)["chunk_id"]: r for r in ranked}
+    assert by_id["p1"].bm25_rank == 1 and by_id["p1"].cosine is None
+    assert by_id["v1"].cosine_rank == 1
+    assert {c for c, r in by_id.items() if r.cosine is not None} == {"v1", "v2"}
+    assert not index.has_vector[index.row_of("p1")]
+    assert index.has_vector[index.row_of("v2")]

@@ -1,0 +1,51 @@
+"""``ctxledger embed``: fill the vectors the nightly deferred (``jobs.embed``).
+
+Registered on the main Typer app by ``jobs.cli``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app, console
+from jobs.embed import DEFAULT_BATCH, run_embed
+
+
+@app.command()
+def embed(
+    warehouse: WarehouseOpt = Path("warehouse"),
+    batch: Annotated[
+        int, typer.Option(help="Texts per model call.", min=1)
+    ] = DEFAULT_BATCH,
+    limit: Annotated[
+        int | None,
+        typer.Option(help="At most this many distinct texts this run.", min=1),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(help="Policy YAML (default: the packaged policy).", exists=True),
+    ] = None,
+    catalog: CatalogOpt = None,
+    data_path: DataPathOpt = None,
+) -> None:
+    """Embed evidence chunks committed without a vector
+    (``evidence.embedding.mode: deferred``), in one snapshot."""
+    result = run_embed(
+        warehouse,
+        policy_file=policy,
+        catalog=catalog,
+        data_path=data_path,
+        batch=batch,
+        limit=limit,
+    )
+    if not result.updated:
+        console.print("nothing to embed: every evidence chunk has a vector")
+        return
+    console.print(
+        f"embedded {result.updated:,} chunk(s) ({result.texts:,} distinct "
+        f"text(s): {result.embedded:,} through the model, {result.reused:,} "
+        f"reused) in snapshot {result.snapshot_id} in {result.seconds:.1f}s"
+    )
