@@ -323,27 +323,28 @@ def _evidence_candidates(
     return index, [_chunk_candidate(index, row, settings.pack) for row in rows]
 
 
-#: Memory vectors by (model, text): a memory is embedded once per process, not
-#: on every ``pack`` call (the vectors are pure functions of the text).
-_MEMORY_VECTORS: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-_MEMORY_LOCK = threading.Lock()
-_MEMORY_CACHE_SIZE = 100_000
+#: Vectors by (model, text) for texts the lake holds no vector for (memories, and
+#: chunks still waiting for ``ctxledger embed``): each is embedded once per
+#: process, not on every ``pack`` call (the vectors are pure functions of the text).
+_TEXT_VECTORS: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_TEXT_LOCK = threading.Lock()
+_TEXT_CACHE_SIZE = 100_000
 
 
-def _memory_vectors(policy: Policy, texts: list[str]) -> list[np.ndarray]:
+def _text_vectors(policy: Policy, texts: list[str]) -> list[np.ndarray]:
     from warehouse.evidence_api import embedder  # noqa: PLC0415
 
     model = policy.evidence.embedding.model_dump_json()
-    with _MEMORY_LOCK:
-        known = {t: _MEMORY_VECTORS.get((model, t)) for t in texts}
+    with _TEXT_LOCK:
+        known = {t: _TEXT_VECTORS.get((model, t)) for t in texts}
     missing = sorted(t for t, v in known.items() if v is None)
     if missing:
         vectors = embedder(policy.evidence.embedding).encode(missing)
-        with _MEMORY_LOCK:
+        with _TEXT_LOCK:
             for text, vector in zip(missing, vectors, strict=True):
-                known[text] = _MEMORY_VECTORS[(model, text)] = vector
-            while len(_MEMORY_VECTORS) > _MEMORY_CACHE_SIZE:
-                _MEMORY_VECTORS.popitem(last=False)
+                known[text] = _TEXT_VECTORS[(model, text)] = vector
+            while len(_TEXT_VECTORS) > _TEXT_CACHE_SIZE:
+                _TEXT_VECTORS.popitem(last=False)
     return [known[t] for t in texts]  # type: ignore[misc]
 
 
@@ -367,7 +368,7 @@ def _memory_candidates(
         items.extend((m, served_as) for m in view.items_as(served_as))
     if not items:
         return []
-    vectors = _memory_vectors(policy, [m.text for m, _ in items])
+    vectors = _text_vectors(policy, [m.text for m, _ in items])
     settings = policy.evidence.pack
     out = []
     for (memory, served_as), vector in zip(items, vectors, strict=True):
@@ -752,6 +753,17 @@ def pack_context(
     index = None
     if request.include_evidence:
         index, found = _evidence_candidates(wh, request, policy, query_vec)
+        pending = [c for c in found if not index.has_vector[c.row]]
+        if pending:
+            # deferred embeddings: chunks waiting for ``ctxledger embed`` get a
+            # vector for this request (cached), so relevance is not 0 for them
+            vectors = _text_vectors(policy, [c.text for c in pending])
+            for c, vector in zip(pending, vectors, strict=True):
+                c.vector = vector
+            notes.append(
+                f"{len(pending)} chunk(s) without a stored vector were embedded "
+                "for this request"
+            )
         candidates += found
         operators = set(policy.evidence.artifacts.operator_groups)
         if not request.subject_id and not operators & set(request.principal_groups):

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from jobs.cli import app
 from jobs.embed import run_embed
 from jobs.nightly import run_nightly
+from schemas.evidence import PackRequest
 from schemas.policy import DEFAULT_POLICY_PATH, load_policy
 from warehouse import Warehouse
 from warehouse.evidence_api import embedder, install_macros
@@ -99,6 +100,21 @@ def test_deferred_nightly_then_embed(tmp_path):
     assert all(h.cosine is None for h in hits)
     assert "signing key" in hits[0].text
     assert set(_sql_ranked_by(path, query, vector)) == {"bm25"}
+    # pack embeds the pending chunks it considers, so they are not dropped as
+    # irrelevant before ``ctxledger embed`` ran
+    with Warehouse.open(path) as wh:
+        manifest = wh.pack(
+            PackRequest(
+                tenant_id="acme",
+                principal_groups=["*"],
+                query=query,
+                window_tokens=2000,
+                include_memories=False,
+            ),
+            policy=policy,
+        )
+    assert any("signing key" in item.content for item in manifest.selected)
+    assert any("without a stored vector" in note for note in manifest.notes)
 
     result = CliRunner().invoke(
         app, ["embed", "-w", str(path), "--policy", str(policy_file)]

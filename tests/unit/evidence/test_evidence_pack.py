@@ -229,11 +229,11 @@ def test_memory_vectors_are_embedded_once_per_text(monkeypatch, policy):
 
     monkeypatch.setattr(evidence_api, "embedder", lambda settings: Fake())
     monkeypatch.setattr(
-        evidence_pack, "_MEMORY_VECTORS", type(evidence_pack._MEMORY_VECTORS)()
+        evidence_pack, "_TEXT_VECTORS", type(evidence_pack._TEXT_VECTORS)()
     )
     texts = ["The customer prefers email.", "The customer is in Lyon."]
-    first = evidence_pack._memory_vectors(policy, texts)
-    again = evidence_pack._memory_vectors(policy, [*texts, "New fact."])
+    first = evidence_pack._text_vectors(policy, texts)
+    again = evidence_pack._text_vectors(policy, [*texts, "New fact."])
     assert calls == [sorted(texts), ["New fact."]]
     assert np.array_equal(first[0], again[0])
 
