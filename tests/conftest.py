@@ -49,6 +49,9 @@ LONGEST_FIRST = (
     "tests/e2e/test_concurrent_nightly.py",
     "tests/e2e/test_eval_cases.py",
     "tests/e2e/test_forget_bytes.py",
+    "tests/e2e/test_private_leaks.py",
+    "tests/e2e/test_deferred_embed.py",
+    "tests/e2e/test_forget_shared_artifact.py",
     "tests/e2e/test_mcp.py",
     "tests/e2e/test_report_browser.py",
 )

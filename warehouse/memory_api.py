@@ -942,7 +942,16 @@ def _delete_sql(
         and {"tenant_id", "doc_id"} <= cols
         and ("session_id" not in cols)
     ):
-        # Evidence built from the subject's tool artifacts (doc_id = artifact id).
+        # Evidence built from the subject's tool artifacts (doc_id = artifact id),
+        # and the subject's own versions of outputs another subject saw too
+        # (tool evidence is per subject: the shared artifact stays, its copy
+        # scoped to this subject goes).
+        if "subject_id" in cols:
+            return (
+                f"DELETE FROM {table} WHERE tenant_id = ? AND (doc_id IN "
+                "(SELECT artifact_id FROM __erase_artifacts) OR subject_id = ?)",
+                [tenant_id, subject_id],
+            )
         return (
             f"DELETE FROM {table} WHERE tenant_id = ? AND doc_id IN "
             "(SELECT artifact_id FROM __erase_artifacts)",
