@@ -48,6 +48,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
+from bench.bench_pipeline import TRANSCRIPT_SETS  # noqa: E402  (one list)
+
 SETS = (
     "pagerduty-incident-response-docs-versions",
     "prometheus-operator-runbooks-versions",
@@ -473,18 +475,6 @@ def bench_duckdb_baselines(table, vectors, queries, hybrid_times) -> None:
         f"{percentile(hybrid_times, 50) / percentile(times, 50):.2f}x it"
     )
     con.close()
-
-
-TRANSCRIPT_SETS = (
-    "tau-bench-airline-gpt4o",
-    "swe-agent-trajectories",
-    "mini-swe-agent-trajectories",
-    "openhands-trajectories",
-    "toolbench-dfsdt-answers",
-    "api-bank-dialogues",
-    "pydantic-ai-recorded-tool-conversations",
-    "claude-code-session-fixtures",
-)
 
 
 def corpus_tool_outputs() -> dict[str, str]:

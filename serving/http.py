@@ -14,7 +14,7 @@ Handlers are plain functions: uvicorn runs them on its thread pool, and the
 # annotations at runtime, and ``Caller`` is local to ``create_app``.
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,33 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from schemas.evidence import ContextManifest, PackRequest, SearchHit
 from serving.auth import AuthError, Principal, Tokens, subject_for, tenant_for
 from serving.context import Context
-from warehouse.memory_api import MemoryView
+from warehouse.memory_api import MemoryView, ServedMemory
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class ServedMemoryOut(BaseModel):
-    """One memory as a context builder gets it (``served_as``: fact,
-    hypothesis or conflict)."""
-
-    memory_id: str
-    text: str
-    kind: str
-    source: str
-    purpose: str
-    slot: str | None
-    value: str | None
-    confidence: float
-    provenance: dict[str, Any] | None
-    basis: str | None
-    valid_from: datetime
-    valid_to: datetime | None
-    recorded_at: datetime
-    expires_at: datetime
-    conflict_with: str | None
-    served_as: str
 
 
 class MemoriesResponse(BaseModel):
@@ -59,7 +37,9 @@ class MemoriesResponse(BaseModel):
     facts: list[str]
     hypotheses: list[str]
     conflicts: list[str]
-    items: list[ServedMemoryOut]
+    #: the served rows themselves (``warehouse.memory_api.ServedMemory``, one
+    #: definition for the Python API and the HTTP schema)
+    items: list[ServedMemory]
 
 
 class SearchBody(_Body):
@@ -115,7 +95,7 @@ def memories_response(view: MemoryView, snapshot_id: int) -> MemoriesResponse:
         facts=view.facts,
         hypotheses=view.hypotheses,
         conflicts=view.conflicts,
-        items=[ServedMemoryOut(**vars(m)) for m in view.items],
+        items=list(view.items),
     )
 
 

@@ -46,6 +46,7 @@ import duckdb
 
 from warehouse.catalog import CATALOG_FILE, Warehouse, WarehouseError
 from warehouse.catalog_url import catalog_location
+from warehouse.memory_serving import file_signature
 
 log = logging.getLogger(__name__)
 
@@ -128,18 +129,6 @@ class Generation:
         finally:
             if self.folder is not None:
                 shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _signature(paths: tuple[Path, ...]) -> tuple:
-    out = []
-    for path in paths:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            out.append(None)
-            continue
-        out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return tuple(out)
 
 
 class SnapshotReader:
@@ -237,7 +226,7 @@ class SnapshotReader:
                 if (
                     not force
                     and self._current is not None
-                    and _signature(self._watch) == self._signature
+                    and file_signature(self._watch) == self._signature
                 ):
                     return False
                 gen, signature = self._open_copy()
@@ -274,7 +263,7 @@ class SnapshotReader:
         wh: _SnapshotWarehouse | None = None
         try:
             for _ in range(COPY_ATTEMPTS):
-                before = _signature(self._watch)
+                before = file_signature(self._watch)
                 for src, dst in zip(
                     self._watch, (target, Path(f"{target}.wal")), strict=True
                 ):
@@ -283,7 +272,7 @@ class SnapshotReader:
                         shutil.copyfile(src, dst)
                     except FileNotFoundError:
                         pass  # no WAL right now
-                after = _signature(self._watch)
+                after = file_signature(self._watch)
                 if before == after:
                     break
             else:

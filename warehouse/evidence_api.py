@@ -87,24 +87,6 @@ def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     )
 
 
-def processed_document_hashes(
-    root: str | Path, catalog: str | None = None, data_path: str | None = None
-) -> set[str]:
-    """Hashes of document files a committed run already processed."""
-    con = _read_only(root, catalog, data_path)
-    if con is None:
-        return set()
-    try:
-        if not _has_table(con, "document_files"):
-            return set()
-        rows = con.execute(
-            "SELECT DISTINCT file_hash FROM document_files WHERE status = 'processed'"
-        ).fetchall()
-        return {r[0] for r in rows}
-    finally:
-        con.close()
-
-
 def processed_document_files(
     root: str | Path, catalog: str | None = None, data_path: str | None = None
 ) -> list[tuple[str, str, str]]:

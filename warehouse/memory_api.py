@@ -231,16 +231,6 @@ def load_consent(wh: Warehouse) -> list[ConsentRecord]:
     return [ConsentRecord.model_validate(row) for row in table.to_pylist()]
 
 
-def known_input_hashes(wh: Warehouse) -> set[str]:
-    """Content hashes of consent / system-record files a committed run read."""
-    if "memory_inputs" not in wh.existing_tables():
-        return set()
-    rows = wh.query(
-        "SELECT DISTINCT file_hash FROM memory_inputs WHERE status = 'processed'"
-    ).fetchall()
-    return {r[0] for r in rows}
-
-
 def known_input_files(wh: Warehouse) -> list[tuple[str, str, str, str]]:
     """``(file_hash, tenant_id, path, kind)`` of consent / system-record files a
     committed run read (their landing identity: ``pipelines.ingest.landing``)."""

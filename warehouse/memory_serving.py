@@ -128,6 +128,21 @@ _EXCLUDED = {
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def file_signature(paths: Iterable[Path]) -> tuple:
+    """Identity, size, mtime and ctime of each file (None where it is missing):
+    an unchanged signature of a local catalog and its WAL means no new commit,
+    for the price of a ``stat`` per file."""
+    out = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            out.append(None)
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(out)
+
+
 def replica_key(*parts: str) -> int:
     """The replica's lookup key of ``parts`` (tenant, subject[, purpose]): the
     low 64 bits of md5 of the parts joined by ``/``, as DuckDB's
@@ -709,15 +724,7 @@ class MemoryStore:
         no new snapshot. None: not a local file (ask the catalog)."""
         if self._watch is None:
             return None
-        out = []
-        for path in self._watch:
-            try:
-                st = path.stat()
-            except FileNotFoundError:
-                out.append(None)
-                continue
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-        return tuple(out)
+        return file_signature(self._watch)
 
     def ensure_current(self) -> bool:
         """Make the attached replica match the lake's current snapshot (cheap

@@ -47,8 +47,8 @@ from pipelines.ingest.landing import (
     landing_identity,
     read_regular,
     refused_hash,
-    safe_rel,
     tenant_for,
+    walk_landing,
 )
 from schemas.base import canonical_json
 
@@ -197,40 +197,34 @@ def discover_documents(
     found = DocDiscovery()
     manifests = _load_manifests(root, found.skipped)
     wanted = tuple(s.lower() for s in suffixes)
-    for dirpath, dirnames, filenames in os.walk(root):
-        linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        dirnames[:] = sorted(
-            d for d in dirnames if not d.startswith(".") and d not in linked
+    # One walk of the folder (``walk_landing``: sorted, hidden entries left out,
+    # symlinked folders listed, never entered); siblings are looked up by path.
+    entries = [(path, rel) for path, rel, _ in walk_landing(root, ())]
+    present = {path for path, _ in entries}
+    for path, rel in entries:
+        name = path.name
+        lower = name.lower()
+        if lower.endswith(SIDECAR_SUFFIXES):
+            suffix = next(s for s in SIDECAR_SUFFIXES if lower.endswith(s))
+            if path.with_name(name[: -len(suffix)]) not in present:
+                found.items.append(_tombstone(path, rel, default_tenant, root))
+            continue
+        if lower == MANIFEST_NAME or lower == "license.origin":
+            continue
+        if not lower.endswith(wanted):
+            found.skipped.append(rel)
+            continue
+        sidecar = next(
+            (
+                path.with_name(name + suffix)
+                for suffix in SIDECAR_SUFFIXES
+                if path.with_name(name + suffix) in present
+            ),
+            None,
         )
-        names = set(filenames) | set(linked)
-        for name in sorted(names):
-            if name.startswith("."):
-                continue
-            path = Path(dirpath) / name
-            rel = safe_rel(path.relative_to(root).as_posix())
-            lower = name.lower()
-            if lower.endswith(SIDECAR_SUFFIXES):
-                suffix = next(s for s in SIDECAR_SUFFIXES if lower.endswith(s))
-                body = name[: -len(suffix)]
-                if body not in names:
-                    found.items.append(_tombstone(path, rel, default_tenant, root))
-                continue
-            if lower == MANIFEST_NAME or lower == "license.origin":
-                continue
-            if not lower.endswith(wanted):
-                found.skipped.append(rel)
-                continue
-            sidecar = next(
-                (
-                    Path(dirpath) / (name + suffix)
-                    for suffix in SIDECAR_SUFFIXES
-                    if (name + suffix) in names
-                ),
-                None,
-            )
-            found.items.append(
-                _document(path, rel, sidecar, manifests, default_tenant, root)
-            )
+        found.items.append(
+            _document(path, rel, sidecar, manifests, default_tenant, root)
+        )
     return found
 
 

@@ -236,12 +236,6 @@ def tenant_for(rel_path: str, default: str) -> str:
     return default
 
 
-def subject_folder(rel_path: str) -> str | None:
-    """The ``subject=<id>`` folder on a path, if any: the one rule session ids
-    and memories use too (``pipelines.ingest.subjects.subject_from_path``)."""
-    return subject_from_path(rel_path)
-
-
 def landing_identity(rel_path: str, file_hash: str, namespace: str = "") -> str:
     """What makes a landing file "the same file": its ``tenant=`` folder, its
     ``subject=`` folder and its bytes (``file_hash``), within ``namespace``
@@ -253,7 +247,7 @@ def landing_identity(rel_path: str, file_hash: str, namespace: str = "") -> str:
     """
     tenant = tenant_for(rel_path, "")
     return content_hash(
-        namespace, tenant, subject_folder(rel_path) or "", file_hash, prefix="lid_"
+        namespace, tenant, subject_from_path(rel_path) or "", file_hash, prefix="lid_"
     )
 
 
