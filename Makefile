@@ -30,10 +30,16 @@ $(STAMP): pyproject.toml requirements.lock
 
 venv: $(STAMP) ## Create the virtualenv and install pinned dependencies.
 
+# The sample's consent grants and system records go with the sample landing only
+# (another LANDING=... runs without them); sample/summary.sql ends `make run`.
+SAMPLE_INPUTS = $(strip $(if $(filter sample/landing sample/landing/,$(LANDING)),\
+  --consent sample/consent.jsonl --system-records sample/system-records.jsonl))
+
 run: $(STAMP) ## Run the nightly job on the bundled sample data and show what it built.
-	$(BIN)/ctxledger nightly --landing $(LANDING) --warehouse $(WAREHOUSE)
+	$(BIN)/ctxledger nightly --landing $(LANDING) --warehouse $(WAREHOUSE) $(SAMPLE_INPUTS)
 	$(BIN)/ctxledger runs --warehouse $(WAREHOUSE) --limit 5
 	$(BIN)/ctxledger dead-letters --warehouse $(WAREHOUSE)
+	$(BIN)/ctxledger sql --warehouse $(WAREHOUSE) < sample/summary.sql
 
 # Test modules run on TEST_WORKERS processes (pytest-xdist, one module per worker
 # at a time so module fixtures are built once, longest modules first: see
@@ -58,8 +64,10 @@ bench: $(STAMP) ## Throughput benchmarks (ratios against named baselines).
 	$(BIN)/python bench/bench_redact.py
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_evidence.py $(if $(MILLION),--million)
+	$(BIN)/python bench/bench_embed.py
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_memory.py $(if $(TEN_MILLION),--ten-million)
+	$(BIN)/python bench/bench_pack.py
 	$(BIN)/python bench/bench_serve.py
 
 EVAL_STAMP := $(VENV)/.eval-installed

@@ -195,6 +195,24 @@ def sorted_subjects(subjects: int) -> tuple[np.ndarray, np.ndarray]:
     return n[order], tenant_no[order]
 
 
+def _arrow(values) -> pa.Array:
+    return values if isinstance(values, pa.Array) else pa.array(values)
+
+
+def conform(columns: dict, schema: pa.Schema, rows: int) -> pa.Table:
+    """``columns`` as a table of ``schema``; nullable fields added to the
+    models after this bench was written (``source_id``, ...) are NULL."""
+    return pa.table(
+        [
+            _arrow(columns[f.name]).cast(f.type)
+            if f.name in columns
+            else pa.nulls(rows, f.type)
+            for f in schema
+        ],
+        schema=schema,
+    )
+
+
 def memory_rows(
     subject_no: np.ndarray, tenant_no: np.ndarray, per_subject: int, now: datetime
 ) -> pa.Table:
@@ -272,7 +290,7 @@ def memory_rows(
         "policy_version": pa.array(["bench"] * rows),
         "run_id": pa.array(["bench"] * rows),
     }
-    return pa.table(columns).cast(schema)
+    return conform(columns, schema, rows)
 
 
 def consent_rows(subject_no: np.ndarray, tenant_no: np.ndarray) -> pa.Table:
@@ -282,7 +300,7 @@ def consent_rows(subject_no: np.ndarray, tenant_no: np.ndarray) -> pa.Table:
     at = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1e6)
     rows = len(subject_no)
     tenants = np.array([f"tenant-{t}" for t in range(8)], dtype=object)
-    return pa.table(
+    return conform(
         {
             "schema_version": pa.array(np.ones(rows, dtype=np.int64)),
             "consent_id": pa.array(
@@ -299,8 +317,10 @@ def consent_rows(subject_no: np.ndarray, tenant_no: np.ndarray) -> pa.Table:
             "expires_at": pa.nulls(rows, ts),
             "source_ref": pa.array(["bench"] * rows),
             "run_id": pa.array(["bench"] * rows),
-        }
-    ).cast(schema)
+        },
+        schema,
+        rows,
+    )
 
 
 def write_sorted(folder: Path, rows: int, per_subject: int, now: datetime):

@@ -25,6 +25,8 @@ from pathlib import Path
 from jobs.nightly import (
     _refresh_serving,
     _runner_name,
+    _silent,
+    _stage_lines,
     load_run,
     record_failed_run,
     run_id_for,
@@ -242,7 +244,7 @@ def run_backfill(
     catalog: str | None = None,
     data_path: str | None = None,
     beam_args: Sequence[str] = (),
-    progress: Progress = lambda _msg: None,
+    progress: Progress = _silent,
     now: datetime | None = None,
 ) -> BackfillResult:
     """Re-derive the chosen history under ``policy_file``; one snapshot if
@@ -251,6 +253,7 @@ def run_backfill(
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.graph import build_batch_graph
+    from pipelines.models import local_workers, sized_worker_threads
     from pipelines.redact.keys import load_key
     from pipelines.sink.replace import BackfillScope, ReplacingCommit
     from schemas.policy import load_policy
@@ -299,8 +302,11 @@ def run_backfill(
         now=now or datetime.now(UTC),
     )
     try:
+        # Threads per local worker and per-stage progress lines as the nightly.
         with (
             attempt_lock(config.staging_dir),
+            sized_worker_threads(local_workers(beam_args)),
+            _stage_lines(config.staging_dir, progress) as stage_lines,
             beam.Pipeline(options=PipelineOptions(list(beam_args))) as pipeline,
         ):
             build_batch_graph(
@@ -321,6 +327,8 @@ def run_backfill(
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         manifest = load_run(wh, config.run_id)
         if manifest is not None:
+            if stage_lines is not None:
+                stage_lines.settle(manifest.stage_timings)
             result.snapshot_id = manifest.snapshot_id
             result.changes = load_changes(wh, config.run_id)
     if result.snapshot_id is not None:

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from jobs.cli_support import (
     BEAM_COMMAND,
@@ -478,7 +479,8 @@ def _print_relation(relation, output: str) -> None:
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
+        # Text, not markup: stored values like "[ok]" or "[/]" print as they are.
+        table.add_row(*(Text("NULL" if v is None else str(v)) for v in row))
     console.print(table)
 
 

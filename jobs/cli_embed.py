@@ -31,8 +31,9 @@ def embed(
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:
-    """Embed evidence chunks committed without a vector
-    (``evidence.embedding.mode: deferred``), in one snapshot."""
+    """Embed evidence chunks committed without a vector, and memories without
+    one of the policy's model (``evidence.embedding.mode: deferred``), in one
+    snapshot."""
     result = run_embed(
         warehouse,
         policy_file=policy,
@@ -41,11 +42,13 @@ def embed(
         batch=batch,
         limit=limit,
     )
-    if not result.updated:
-        console.print("nothing to embed: every evidence chunk has a vector")
+    if not result.changed:
+        console.print("nothing to embed: every evidence chunk and memory has a vector")
         return
     console.print(
         f"embedded {result.updated:,} chunk(s) ({result.texts:,} distinct "
         f"text(s): {result.embedded:,} through the model, {result.reused:,} "
-        f"reused) in snapshot {result.snapshot_id} in {result.seconds:.1f}s"
+        f"reused) and {result.memories_updated:,} memory(ies) "
+        f"({result.memory_texts:,} distinct text(s)) in snapshot "
+        f"{result.snapshot_id} in {result.seconds:.1f}s"
     )

@@ -48,14 +48,32 @@ def serve(
     poll: PollOpt = 0.5,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Worker processes, each with its own snapshot copy and index "
+            "(default: the CPU cores this process may use).",
+        ),
+    ] = None,
 ) -> None:
     """Serve /memories, /search, /pack and /health as an HTTP JSON API
     (OpenAPI at /openapi.json); never blocks the nightly."""
     from serving import Context
     from serving.auth import Tokens
     from serving.http import serve as run_http
+    from serving.http import serve_workers
 
     table = Tokens.load(tokens)
+    if workers is None:  # the cores this process may use (all where unknown)
+        affinity = getattr(os, "sched_getaffinity", None)
+        workers = len(affinity(0)) if affinity else os.cpu_count() or 1
+    if workers > 1:
+        serve_workers(
+            str(warehouse), str(tokens), workers=workers, host=host, port=port,
+            catalog=catalog, data_path=data_path, policy_file=policy, poll_s=poll,
+        )  # fmt: skip
+        return
     with Context.open(
         warehouse, catalog=catalog, data_path=data_path, policy_file=policy,
         poll_s=poll,

@@ -1,4 +1,4 @@
-"""``ctxledger embed``: fill the vectors of chunks committed without one.
+"""``ctxledger embed``: fill the vectors of chunks and memories committed without one.
 
 With ``evidence.embedding.mode: deferred`` the nightly commits new evidence
 chunks with ``embedding`` NULL: their text and BM25 are searchable at once and
@@ -8,9 +8,14 @@ the same ``(tenant, content hash, model)``, embeds each remaining distinct text
 once, and writes all the vectors in ONE snapshot (``embed``), updating the rows
 in place: chunk ids and every other column stay as the nightly wrote them.
 
+Memories are filled the same way and in the same snapshot: every memory
+without a vector of the policy's model (deferred runs, re-admissions in a
+deferred run, a failed batch, a model change) gets one, each distinct text
+embedded once, so ``pack`` stops embedding them per process.
+
 Idempotent: a second run finds nothing pending and commits nothing. Safe
 beside a nightly: the update takes the warehouse commit lock, only touches rows
-whose embedding is still NULL, and is retried when it loses a race.
+still without a vector of the model, and is retried when it loses a race.
 """
 
 from __future__ import annotations
@@ -37,6 +42,14 @@ class EmbedResult:
     updated: int  # chunks that got a vector in this run's snapshot
     snapshot_id: int | None
     seconds: float
+    memories_pending: int = 0  # memories without a vector of the model
+    memory_texts: int = 0  # distinct (tenant, text) among them (all embedded)
+    memories_updated: int = 0  # memories that got a vector in the snapshot
+
+    @property
+    def changed(self) -> bool:
+        """Did the run write anything (and so make a snapshot)?"""
+        return bool(self.updated or self.memories_updated)
 
 
 def pending_chunks(con, limit: int | None = None) -> list[tuple[str, str, str, str]]:
@@ -61,6 +74,38 @@ def pending_chunks(con, limit: int | None = None) -> list[tuple[str, str, str, s
         f"SELECT p.chunk_id, p.tenant_id, p.content_hash, p.text "
         f"FROM p JOIN k USING (tenant_id, content_hash) {cap} "
         "ORDER BY p.tenant_id, p.content_hash, p.chunk_id"
+    ).fetchall()
+
+
+def _has_memory_vectors(con) -> bool:
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM information_schema.columns "
+            "WHERE table_catalog = current_database() AND table_name = 'memories' "
+            "AND column_name = 'embed_model'"
+        ).fetchone()[0]
+    )
+
+
+def pending_memories(
+    con, model: str, limit: int | None = None
+) -> list[tuple[str, str, str, str]]:
+    """``(memory_id, tenant_id, text hash, text)`` of memories without a vector
+    of ``model`` (none, or another model's), in a stable order (``limit``: at
+    most that many distinct texts). The text hash keys ``vectors_for``."""
+    if not _has_memory_vectors(con):
+        return []  # a lake written before memory vectors: nothing to fill
+    cap = "" if limit is None else f"WHERE k.n <= {int(limit)}"
+    return con.execute(
+        "WITH p AS (SELECT memory_id, tenant_id, md5(text) AS h, text "
+        "  FROM memories WHERE embedding IS NULL "
+        "  OR embed_model IS DISTINCT FROM ?), "
+        "k AS (SELECT tenant_id, h, row_number() OVER (ORDER BY tenant_id, h) AS n "
+        "  FROM (SELECT DISTINCT tenant_id, h FROM p)) "
+        "SELECT p.memory_id, p.tenant_id, p.h, p.text "
+        f"FROM p JOIN k USING (tenant_id, h) {cap} "
+        "ORDER BY p.tenant_id, p.h, p.memory_id",
+        [model],
     ).fetchall()
 
 
@@ -92,48 +137,73 @@ def vectors_for(
     return out, len(keys)
 
 
-def _write(wh, pending, vectors, model: str) -> int:
-    """One transaction: set the vectors of the still-NULL rows; the count."""
+def _vector_table(id_name: str, pending, vectors):
+    """``(id, embedding, reused)`` rows of ``pending`` as an Arrow table."""
     import pyarrow as pa
 
     from schemas.evidence import EMBEDDING_DIM
 
-    rows = [
-        (chunk_id, *vectors[(tenant, content_hash)])
-        for chunk_id, tenant, content_hash, _text in pending
-    ]
-    table = pa.table(
+    rows = [(row_id, *vectors[(tenant, key)]) for row_id, tenant, key, _t in pending]
+    return pa.table(
         {
-            "chunk_id": pa.array([r[0] for r in rows], pa.string()),
+            id_name: pa.array([r[0] for r in rows], pa.string()),
             "embedding": pa.array(
                 [r[1] for r in rows], pa.list_(pa.float32(), EMBEDDING_DIM)
             ),
             "reused": pa.array([r[2] for r in rows], pa.bool_()),
         }
     )
+
+
+def _write(
+    wh, pending, vectors, model: str, memories=(), memory_vectors=None
+) -> tuple[int, int]:
+    """One transaction: set the vectors of the chunks still without one and of
+    the memories still without one of ``model``; the two counts."""
     con = wh.connection()
+    updated = memories_updated = 0
     with wh.transaction():
         wh.take_commit_lock()
-        con.register("__vectors", table)
-        try:
-            before = con.execute(
-                "SELECT count(*) FROM evidence_chunks WHERE embedding IS NULL"
-            ).fetchone()[0]
-            con.execute(
-                "UPDATE evidence_chunks SET embedding = v.embedding::FLOAT[], "
-                "embedding_reused = v.reused, embed_model = ? "
-                "FROM __vectors v WHERE evidence_chunks.chunk_id = v.chunk_id "
-                "AND evidence_chunks.embedding IS NULL",
-                [model],
+        if pending:
+            con.register("__vectors", _vector_table("chunk_id", pending, vectors))
+            try:
+                before = con.execute(
+                    "SELECT count(*) FROM evidence_chunks WHERE embedding IS NULL"
+                ).fetchone()[0]
+                con.execute(
+                    "UPDATE evidence_chunks SET embedding = v.embedding::FLOAT[], "
+                    "embedding_reused = v.reused, embed_model = ? "
+                    "FROM __vectors v WHERE evidence_chunks.chunk_id = v.chunk_id "
+                    "AND evidence_chunks.embedding IS NULL",
+                    [model],
+                )
+                after = con.execute(
+                    "SELECT count(*) FROM evidence_chunks WHERE embedding IS NULL"
+                ).fetchone()[0]
+            finally:
+                con.unregister("__vectors")
+            updated = int(before - after)
+        if memories:
+            con.register(
+                "__memory_vectors",
+                _vector_table("memory_id", memories, memory_vectors),
             )
-            after = con.execute(
-                "SELECT count(*) FROM evidence_chunks WHERE embedding IS NULL"
-            ).fetchone()[0]
-        finally:
-            con.unregister("__vectors")
-        updated = int(before - after)
-        wh.set_commit_message("embed", {"kind": "embed", "chunks": updated})
-    return updated
+            try:
+                row = con.execute(
+                    "UPDATE memories SET embedding = v.embedding, embed_model = ? "
+                    "FROM __memory_vectors v WHERE memories.memory_id = v.memory_id "
+                    "AND (memories.embedding IS NULL "
+                    "OR memories.embed_model IS DISTINCT FROM ?)",
+                    [model, model],
+                ).fetchone()
+            finally:
+                con.unregister("__memory_vectors")
+            memories_updated = int(row[0] or 0) if row else 0
+        wh.set_commit_message(
+            "embed",
+            {"kind": "embed", "chunks": updated, "memories": memories_updated},
+        )
+    return updated, memories_updated
 
 
 def run_embed(
@@ -146,8 +216,9 @@ def run_embed(
     limit: int | None = None,
     encode: Callable[[list[str]], np.ndarray] | None = None,
 ) -> EmbedResult:
-    """Fill pending vectors in one snapshot (``encode``: tests pass a stub;
-    default: the policy's model, loaded only when a text needs it)."""
+    """Fill pending chunk and memory vectors in one snapshot (``encode``:
+    tests pass a stub; default: the policy's model, loaded only when a text
+    needs it). ``limit`` caps the distinct texts of each kind."""
     from schemas.policy import load_policy
     from warehouse.catalog import Warehouse
     from warehouse.concurrency import retry_on_conflict
@@ -164,18 +235,22 @@ def run_embed(
     try:
         con = wh.connection()
         pending = pending_chunks(con, limit)
-        if not pending:
+        memories = pending_memories(con, model, limit)
+        if not pending and not memories:
             return EmbedResult(0, 0, 0, 0, 0, None, time.monotonic() - started)
         keys = sorted({(t, h) for _c, t, h, _x in pending})
-        known = lookup_embeddings(warehouse, keys, model, con=con)
+        known = lookup_embeddings(warehouse, keys, model, con=con) if keys else {}
         if encode is None:
             from pipelines.evidence.embed import Embedder
 
             embedder = Embedder(settings)
             encode = embedder.encode
         vectors, embedded = vectors_for(pending, known, encode, batch)
-        updated = retry_on_conflict(lambda: _write(wh, pending, vectors, model))
-        snapshot = wh.current_snapshot() if updated else None
+        memory_vectors, memory_texts = vectors_for(memories, {}, encode, batch)
+        updated, memories_updated = retry_on_conflict(
+            lambda: _write(wh, pending, vectors, model, memories, memory_vectors)
+        )
+        snapshot = wh.current_snapshot() if updated or memories_updated else None
         return EmbedResult(
             pending=len(pending),
             texts=len(keys),
@@ -184,6 +259,9 @@ def run_embed(
             updated=updated,
             snapshot_id=snapshot,
             seconds=time.monotonic() - started,
+            memories_pending=len(memories),
+            memory_texts=memory_texts,
+            memories_updated=memories_updated,
         )
     finally:
         wh.close()

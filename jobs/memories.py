@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def show_memories(
@@ -59,8 +60,8 @@ def show_memories(
             item.served_as,
             item.kind,
             item.source,
-            item.text,
-            where,
+            Text(item.text),  # stored text, never rich markup
+            Text(where),
             str(item.expires_at)[:10],
         )
     console.print(table)

@@ -30,6 +30,10 @@ from warehouse.concurrency import attempt_lock, new_attempt, retry_on_conflict
 Progress = Callable[[str], None]
 
 
+def _silent(_msg: str) -> None:
+    """The default progress callback: report nothing."""
+
+
 @dataclass
 class NightlyResult:
     """What a nightly run did (``manifest`` is None when nothing was new)."""
@@ -73,7 +77,7 @@ def run_nightly(
     catalog: str | None = None,
     data_path: str | None = None,
     beam_args: Sequence[str] = (),
-    progress: Progress = lambda _msg: None,
+    progress: Progress = _silent,
     consent: str | Path | None = None,
     system_records: str | Path | None = None,
     llm_endpoint: str | None = None,
@@ -169,9 +173,11 @@ def run_nightly(
         # commits and the loser's de-duplicating inserts add nothing; a killed
         # attempt's folder is recognised as dead at once (docs/retention.md).
         # Each local worker gets cores / workers threads (docs/scale_out.md).
+        # One progress line per stage as it goes (jobs.progress).
         with (
             attempt_lock(config.staging_dir),
             sized_worker_threads(local_workers(beam_args)),
+            _stage_lines(config.staging_dir, progress) as stage_lines,
             beam.Pipeline(options=options) as pipeline,
         ):
             build_batch_graph(
@@ -190,12 +196,25 @@ def run_nightly(
         raise
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         result.manifest = load_run(wh, config.run_id)
+    if stage_lines is not None and result.manifest is not None:
+        stage_lines.settle(result.manifest.stage_timings)
     progress("retention: history purge and compaction after the commit")
     result.retention, result.memory_maintenance = _after_commit(
         warehouse, policy, result.manifest, catalog, data_path
     )
     _refresh_serving(warehouse, catalog, data_path, progress)
     return result
+
+
+def _stage_lines(staging_dir: str, progress: Progress):
+    """Per-stage progress lines while the pipeline runs (none when silent)."""
+    from contextlib import nullcontext
+
+    from jobs.progress import watch_stages
+
+    if progress is _silent:
+        return nullcontext()
+    return watch_stages(staging_dir, progress)
 
 
 def _new_documents(docs, default_tenant, policy, warehouse, catalog, data_path):

@@ -37,6 +37,12 @@ THREAD_POOL_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 _LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner")
 
 
+def model_lock() -> threading.Lock:
+    """The lock model loads run under (``pipelines.redact.loading`` holds it
+    while spaCy imports with torch marked absent)."""
+    return _LOCK
+
+
 def available_cores() -> int:
     """Cores this process may run on (its CPU affinity: ``taskset``, container
     cpusets), else all of the machine's."""
@@ -126,12 +132,17 @@ def worker_threads() -> int:
         return 0
 
 
-def sentence_model(path: str, threads: int = 0) -> Any:
+def sentence_model(path: str, threads: int = 0, backend: str = "torch") -> Any:
     """The ``SentenceTransformer`` at local ``path`` on the CPU, loaded once.
 
     ``threads`` (else the launcher's ``worker_threads()``, else torch's
     default) sizes torch's intra-op pool when the model first loads.
+    ``backend="onnx-int8"`` gives the int8 ONNX Runtime model instead
+    (``pipelines.onnx_minilm.OnnxSentenceModel``, same ``encode`` and vectors
+    within cosine ~0.99), its pool sized the same way.
     """
+    if backend != "torch":
+        return _onnx_model(path, threads, backend)
     with _LOCK:
         model = _MODELS.get(path)
         if model is None:
@@ -149,4 +160,21 @@ def sentence_model(path: str, threads: int = 0) -> Any:
             model = SentenceTransformer(path, device="cpu")
             model.eval()
             _MODELS[path] = model
+        return model
+
+
+def _onnx_model(path: str, threads: int, backend: str) -> Any:
+    if backend != "onnx-int8":
+        raise ValueError(f"unknown embedding backend {backend!r}")
+    with _LOCK:
+        key = f"{backend}:{path}"
+        model = _MODELS.get(key)
+        if model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            from pipelines.onnx_minilm import OnnxSentenceModel  # noqa: PLC0415
+
+            model = OnnxSentenceModel(path, threads or worker_threads())
+            _MODELS[key] = model
         return model

@@ -15,6 +15,13 @@ outputs materialised first (Beam runs fused downstream steps while a generator
 yields, which would otherwise be counted here too) and its ``finish_bundle``
 flushes. Timings are diagnostics: a clock that cannot write its file logs a
 warning and the run goes on. No Beam import here (DESIGN.md convention 1).
+
+The same files carry live progress: each clock also counts the elements its
+stage emitted and the dead letters among them, and flushes mid-bundle at most
+every ``PROGRESS_FLUSH_SECONDS``. The launcher polls them (``read_progress``,
+``jobs.progress``) to log one line per stage while the run goes on, even from
+Beam's worker processes, which share the staging folder but not the launcher's
+stdout.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +42,10 @@ from schemas.operations import StageTiming
 log = logging.getLogger(__name__)
 
 TIMINGS_DIR = "_timings"
+#: A timed step rewrites its clock file at most this often inside one bundle.
+PROGRESS_FLUSH_SECONDS = 2.0
+#: Output tag of every stage's dead letters (``pvalue.TaggedOutput.tag``).
+DEAD_LETTER_TAG = "dead_letter"
 
 #: Display and sort order of the stages the pipeline times; others follow.
 STAGE_ORDER = (
@@ -42,6 +54,7 @@ STAGE_ORDER = (
     "ledger",
     "memory_extract",
     "memory_gate",
+    "memory_embed",
     "evidence_docs",
     "evidence_artifacts",
     "evidence_embed",
@@ -65,7 +78,10 @@ class StageClock:
         self.stage = stage
         self.seconds = 0.0
         self.calls = 0
-        self._flushed = (0.0, 0)
+        self.outputs = 0
+        self.dead = 0
+        self._flushed: tuple = (0.0, 0, 0, 0)
+        self._flushed_at = time.monotonic()
         self._name = f"{stage}.{uuid.uuid4().hex}.json"
         self._warned = False
 
@@ -75,6 +91,19 @@ class StageClock:
     def add(self, seconds: float, calls: int = 1) -> None:
         self.seconds += max(seconds, 0.0)
         self.calls += calls
+
+    def count(self, outputs: Iterable[Any]) -> None:
+        """Count emitted elements; a ``TaggedOutput`` to the dead-letter tag
+        (duck-typed: no Beam here) is a dead letter, everything else an output."""
+        for out in outputs:
+            if getattr(out, "tag", None) == DEAD_LETTER_TAG:
+                self.dead += 1
+            else:
+                self.outputs += 1
+
+    def due(self) -> bool:
+        """Whether a mid-bundle flush is due (progress for long bundles)."""
+        return time.monotonic() - self._flushed_at >= PROGRESS_FLUSH_SECONDS
 
     def measure(self, call: Callable[[], T]) -> T:
         """Run ``call()`` and add its wall time."""
@@ -86,11 +115,19 @@ class StageClock:
 
     def flush(self) -> None:
         """Write the running total (nothing to do when unchanged)."""
-        if self.staging_dir is None or self._flushed == (self.seconds, self.calls):
+        state = (self.seconds, self.calls, self.outputs, self.dead)
+        self._flushed_at = time.monotonic()
+        if self.staging_dir is None or self._flushed == state:
             return
         folder = Path(self.staging_dir) / TIMINGS_DIR
         target = folder / self._name
-        body = {"stage": self.stage, "seconds": self.seconds, "calls": self.calls}
+        body = {
+            "stage": self.stage,
+            "seconds": self.seconds,
+            "calls": self.calls,
+            "outputs": self.outputs,
+            "dead": self.dead,
+        }
         try:
             folder.mkdir(parents=True, exist_ok=True)
             partial = target.with_name(target.name + ".tmp")
@@ -101,7 +138,7 @@ class StageClock:
                 log.warning("stage timings of %s not written: %s", self.stage, exc)
                 self._warned = True
             return
-        self._flushed = (self.seconds, self.calls)
+        self._flushed = state
 
 
 def clock_of(owner: Any, stage: str, staging_dir: str | None) -> StageClock:
@@ -130,6 +167,9 @@ def timed(stage: str) -> Callable[[type[T]], type[T]]:
         def timed_process(self, *args, **kwargs):
             clock = clock_of(self, stage, _staging_dir(self))
             outputs = clock.measure(lambda: list(process(self, *args, **kwargs) or ()))
+            clock.count(outputs)
+            if clock.due():
+                clock.flush()
             yield from outputs
 
         def finish_bundle(self):
@@ -170,13 +210,59 @@ def read_timings(staging_dir: str | os.PathLike[str]) -> list[StageTiming]:
     A file that cannot be read (a worker died mid-write leaves only ``.tmp``
     files, which are ignored) is skipped: timings never fail a commit.
     """
+    parts = [
+        StageTiming(stage=p.stage, seconds=p.seconds, calls=p.calls)
+        for p in _clock_files(staging_dir, warn=True)
+    ]
+    return merge_timings(parts)
+
+
+@dataclass(frozen=True)
+class StageProgress:
+    """One stage's totals so far over every clock file (all workers)."""
+
+    stage: str
+    calls: int = 0
+    outputs: int = 0
+    dead: int = 0
+    seconds: float = 0.0
+
+
+def _clock_files(staging_dir, warn: bool) -> list[StageProgress]:
     folder = Path(staging_dir) / TIMINGS_DIR
     if not folder.is_dir():
         return []
     parts = []
     for path in sorted(folder.glob("*.json")):
         try:
-            parts.append(StageTiming.model_validate_json(path.read_text()))
-        except (OSError, ValueError) as exc:
-            log.warning("unreadable stage timing %s: %s", path.name, exc)
-    return merge_timings(parts)
+            body = json.loads(path.read_text())
+            parts.append(
+                StageProgress(
+                    stage=str(body["stage"]),
+                    calls=int(body.get("calls", 0)),
+                    outputs=int(body.get("outputs", 0)),
+                    dead=int(body.get("dead", 0)),
+                    seconds=float(body.get("seconds", 0.0)),
+                )
+            )
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            if warn:
+                log.warning("unreadable stage timing %s: %s", path.name, exc)
+    return parts
+
+
+def read_progress(staging_dir: str | os.PathLike[str]) -> list[StageProgress]:
+    """Every stage's calls, outputs, dead letters and seconds flushed so far,
+    in pipeline order (what ``jobs.progress`` logs while a run goes on). A
+    file being replaced or half-written is skipped until the next poll."""
+    totals: dict[str, StageProgress] = {}
+    for part in _clock_files(staging_dir, warn=False):
+        seen = totals.get(part.stage) or StageProgress(part.stage)
+        totals[part.stage] = StageProgress(
+            part.stage,
+            seen.calls + part.calls,
+            seen.outputs + part.outputs,
+            seen.dead + part.dead,
+            seen.seconds + part.seconds,
+        )
+    return [totals[stage] for stage in sorted(totals, key=_order)]

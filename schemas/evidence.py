@@ -32,6 +32,7 @@ ALL_GROUPS = "*"
 EvidenceKind = Literal["document", "tool_artifact"]
 Trust = Literal["trusted", "untrusted"]
 Precision = Literal["auto", "fp32", "bf16"]
+EmbeddingBackend = Literal["torch", "onnx-int8"]
 
 
 class _Strict(BaseModel):
@@ -69,6 +70,11 @@ class EmbeddingSettings(_Strict):
     #: ``auto``: bf16 autocast only on CPUs with native bf16 (AVX512-BF16/AMX);
     #: on AVX2-only CPUs bf16 is emulated and slower than fp32.
     precision: Precision = "auto"
+    #: ``torch``: sentence-transformers on torch at ``precision``.
+    #: ``onnx-int8``: ONNX Runtime with int8 weights (``pipelines.onnx_minilm``),
+    #: exported once per machine; cosine to fp32 ~0.99 (``bench/bench_embed.py``
+    #: measures speed, cosine and recall@10 of both on this CPU).
+    backend: EmbeddingBackend = "torch"
     #: torch threads per worker; 0 leaves torch's default.
     torch_threads: int = Field(default=0, ge=0)
     #: ``inline``: the nightly embeds new chunk texts itself. ``deferred``: the

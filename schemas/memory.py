@@ -25,9 +25,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from schemas.arrow import Float32
 from schemas.base import Record, content_hash
+from schemas.evidence import EMBEDDING_DIM
 
 MemorySource = Literal["user_stated", "system_record", "model_inferred", "unknown"]
 MemoryKind = Literal["rule", "preference", "identity", "fact", "account_state"]
@@ -161,6 +163,24 @@ class MemoryRecord(Record):
         default=None,
         description="Registered source it came from; NULL in older rows.",
     )
+    #: The text's vector, computed once when the nightly writes the memory (so
+    #: ``pack`` never embeds a memory per request); NULL in rows written before,
+    #: in runs with deferred embedding, or when embedding failed: readers embed
+    #: those themselves. Only comparable with vectors of the same ``embed_model``.
+    embedding: list[Float32] | None = Field(
+        default=None,
+        description="Normalised MiniLM vector of text (FLOAT[384]); NULL: none.",
+    )
+    embed_model: str | None = Field(
+        default=None, description="Embedding model that computed embedding."
+    )
+
+    @field_validator("embedding")
+    @classmethod
+    def _width(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and len(value) != EMBEDDING_DIM:
+            raise ValueError(f"embedding must have {EMBEDDING_DIM} values")
+        return value
 
 
 class MemoryRejection(Record):
@@ -350,12 +370,16 @@ class PurposeRule(_Part):
 
     A message mentioning one of ``keywords`` (whole words, case-insensitive) gets
     this purpose; otherwise the MiniLM embedding of the message is compared with
-    the ``prototypes`` sentences of every purpose.
+    the ``prototypes`` sentences of every purpose. ``contacts_subject``: the
+    tenant contacts the subject for this purpose (support calls, billing
+    e-mails), so a contact preference ("do not email me, call ...") is stored
+    under every such purpose, whatever the message is about.
     """
 
     name: str = Field(pattern=_NAME)
     keywords: tuple[str, ...] = ()
     prototypes: tuple[str, ...] = ()
+    contacts_subject: bool = False
 
 
 class SystemField(_Part):

@@ -86,10 +86,21 @@ class ToolObservation(Record):
 
 
 class Artifact(Record):
-    """A tool output (redacted), stored once per content hash per tenant."""
+    """A tool output (redacted), stored once per content hash per tenant.
+
+    ``source_id`` is the registered source of the tool that produced it
+    (``schemas.sources``: tool artifacts match by tool name). One output can come
+    from several tools; the row is stored once, so the smallest source id among
+    the sightings that first store it wins (``dedupe_order``), whatever order
+    they arrive in. A registry change rewrites no row: readers re-derive the
+    source from the active registry (``warehouse.sources.source_of``).
+    """
 
     table: ClassVar[str | None] = "artifacts"
     key: ClassVar[tuple[str, ...]] = ("artifact_id",)
+    #: Of rows sharing a key in one batch, the commit keeps the one that sorts
+    #: first on these columns (NULLs last), so the stamp is deterministic.
+    dedupe_order: ClassVar[tuple[str, ...]] = ("source_id",)
 
     artifact_id: str = Field(
         description="Content-hash id of the redacted output (per tenant)."
@@ -102,6 +113,10 @@ class Artifact(Record):
     content: str = Field(description="The redacted tool output.")
     policy_version: str = Field(
         description="Redaction policy version the content was redacted under."
+    )
+    source_id: str | None = Field(
+        default=None,
+        description="Registered source of the producing tool; NULL in older rows.",
     )
 
 

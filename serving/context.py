@@ -12,6 +12,7 @@ The query functions themselves still live in ``warehouse`` (``memory_api``,
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -20,24 +21,24 @@ from typing import TypeVar
 
 from schemas.evidence import ContextManifest, PackRequest, SearchHit
 from schemas.policy import Policy, load_policy
+from schemas.sources import SourceRegistry
 from serving.snapshot import SnapshotReader, is_missing_file
 from warehouse.catalog import Warehouse
 from warehouse.memory_api import MemoryView
 
 T = TypeVar("T")
 
-#: Query embedding runs one at a time per process: two threads encoding with
-#: the shared sentence-transformers model at once crashed the server
-#: (segfault under 10 concurrent /pack requests). Search embeds its query under
-#: the lock and ranks outside it; pack embeds inside ``pack_context``, so the
-#: whole pack holds the lock.
-_EMBED_LOCK = threading.Lock()
+#: Per snapshot: the active source registry (one catalog query; it was a
+#: third of a warm pack when read per call). Two generations overlap at a swap.
+_REGISTRIES_KEPT = 2
 
 
 class Context:
     """Memories, evidence search and context packs over a warehouse's latest
-    committed snapshot. Thread-safe (query embedding is serialised); open once
-    per process::
+    committed snapshot. Thread-safe: calls run in parallel (the embedding
+    model serialises its own calls, ``warehouse.evidence_api.embedder``; the
+    memory replica and the evidence index are read-only); open once per
+    process::
 
         with Context.open("warehouse") as ctx:
             ctx.memories("acme", "u-1", "support").facts
@@ -46,6 +47,8 @@ class Context:
     def __init__(self, reader: SnapshotReader, policy: Policy):
         self.reader = reader
         self.policy = policy
+        self._registries: dict[int, SourceRegistry] = {}
+        self._registry_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -57,10 +60,14 @@ class Context:
         policy_file: str | Path | None = None,
         poll_s: float = 0.5,
         warm: bool = True,
+        blas_threads: int | None = 1,
     ) -> Context:
         """Open the warehouse at ``path`` for reading; ``poll_s``: how often to
-        look for a new snapshot (0: only on ``refresh()``)."""
-        policy = load_policy(policy_file)
+        look for a new snapshot (0: only on ``refresh()``); ``blas_threads``:
+        the process's BLAS pool size (``limit_blas_threads``; None: leave it)."""
+        policy = serving_policy(load_policy(policy_file))
+        if blas_threads:
+            limit_blas_threads(blas_threads)
         reader = SnapshotReader(
             path,
             catalog=catalog,
@@ -151,10 +158,9 @@ class Context:
         subject_id: str | None = None,
     ) -> tuple[list[SearchHit], int]:
         """``search_evidence`` and the snapshot id that answered."""
-        from warehouse.evidence_api import embedder, search_evidence
+        from warehouse.evidence_api import embed_query, search_evidence
 
-        with _EMBED_LOCK:
-            vector = embedder(self.policy.evidence.embedding).encode([query])[0]
+        vector = embed_query(self.policy.evidence.embedding, query)
         return self._read(
             lambda wh: search_evidence(
                 wh,
@@ -178,11 +184,64 @@ class Context:
         """``pack`` and the snapshot id that answered."""
         from warehouse.evidence_api import pack
 
-        def locked(wh: Warehouse) -> ContextManifest:
-            with _EMBED_LOCK:
-                return pack(wh, request, policy=self.policy)
+        def run(wh: Warehouse) -> ContextManifest:
+            registry = self._registry(wh)
+            return pack(wh, request, policy=self.policy, registry=registry)
 
-        return self._read(locked)
+        return self._read(run)
+
+    def _registry(self, wh: Warehouse) -> SourceRegistry:
+        """The snapshot's active source registry, read once per snapshot
+        (under a lock: the snapshot's DuckDB connection runs one statement
+        at a time)."""
+        from warehouse.sources import active_registry
+
+        key = wh.current_snapshot()
+        registry = self._registries.get(key)
+        if registry is None:
+            with self._registry_lock:
+                registry = self._registries.get(key)
+                if registry is None:
+                    registry = active_registry(wh, self.policy)
+                    for old in sorted(self._registries)[: -_REGISTRIES_KEPT + 1]:
+                        del self._registries[old]
+                    self._registries[key] = registry
+        return registry
+
+
+def limit_blas_threads(threads: int) -> None:
+    """Size the process's BLAS (OpenBLAS) pool to ``threads``.
+
+    A pack's matrix products are small (a tenant's slice of vectors times one
+    query, a hundred-odd candidates times a selected item): a second BLAS
+    thread gains nothing, and OpenBLAS threads busy-wait, against the request
+    threads and anything else on the cores. Measured (bench_pack, 100k chunks,
+    load average ~9 on 2 cores): a warm pack took 34.6 ms of CPU with
+    OpenBLAS's default 2 threads, 15.6 ms with 1. Process-wide, like the
+    ``OPENBLAS_NUM_THREADS`` variable it replaces for a running process;
+    a no-op without ``threadpoolctl`` (installed with sentence-transformers)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - the query-only install
+        return
+    threadpool_limits(threads, user_api="blas")
+
+
+def serving_policy(policy: Policy) -> Policy:
+    """``policy`` with query embeddings on one torch thread unless it sets
+    ``evidence.embedding.torch_threads`` itself.
+
+    A query is one short text: a second thread saves nothing, and on a busy
+    2-core machine torch's pool spins against the request threads. Measured
+    (load average ~10): one MiniLM query embedding took 20-29 ms wall and
+    8-10 ms CPU on one thread, 440-740 ms wall and 130-290 ms CPU on two."""
+    embedding = policy.evidence.embedding
+    if embedding.torch_threads:
+        return policy
+    evidence = policy.evidence.model_copy(
+        update={"embedding": embedding.model_copy(update={"torch_threads": 1})}
+    )
+    return policy.model_copy(update={"evidence": evidence})
 
 
 def _warm(wh: Warehouse, policy: Policy) -> None:
@@ -195,5 +254,18 @@ def _warm(wh: Warehouse, policy: Policy) -> None:
     if set(REPLICA_TABLES) <= tables:
         serving_store(wh).ensure_current()
     if "evidence_chunks" in tables:
-        load_index(wh, policy.evidence.search)
+        load_index(wh, policy.evidence.search).warm()
     embedder(policy.evidence.embedding)
+    _freeze_heap()
+
+
+def _freeze_heap() -> None:
+    """Move what is alive now (the index's columns, the model, caches) out of
+    the cyclic garbage collector's reach: a full collection scans every
+    tracked object, and with a warm 100k-chunk index one took 90-990 ms
+    (bench_pack, loaded 2-core machine), a pause every thread of a server
+    waits for. Unfreezing first lets the previous snapshot's cycles be
+    collected; objects are still freed by reference counting when dropped."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()

@@ -16,7 +16,7 @@ Handlers are plain functions: uvicorn runs them on its thread pool, and the
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.evidence import ContextManifest, PackRequest, SearchHit
@@ -99,6 +99,17 @@ def memories_response(view: MemoryView, snapshot_id: int) -> MemoriesResponse:
     )
 
 
+def json_response(model: BaseModel) -> Response:
+    """``model`` as JSON, serialised once by pydantic's own serializer.
+
+    A handler returning the model instead makes FastAPI dump it to Python
+    objects, validate those against the response model again and encode them
+    with ``json.dumps``: for a pack manifest (a hundred-odd items with their
+    texts) that was more CPU than the pack itself. The route's
+    ``response_model`` still publishes the schema."""
+    return Response(content=model.model_dump_json(), media_type="application/json")
+
+
 def pack_request(body: PackBody, principal: Principal, operators) -> PackRequest:
     """The ``PackRequest`` a body asks for, scoped by the token (403s raise)."""
     fields = body.model_dump(exclude={"tenant_id", "subject_id"})
@@ -110,18 +121,50 @@ def pack_request(body: PackBody, principal: Principal, operators) -> PackRequest
     )
 
 
-def create_app(context: Context, tokens: Tokens) -> FastAPI:
-    """The FastAPI application serving ``context`` to holders of ``tokens``."""
+#: Request threads per process (uvicorn runs the handlers on anyio's thread
+#: pool, 40 by default). A pack is CPU-bound Python that holds the GIL most of
+#: its time: a second thread only takes turns with it, and the switching cost
+#: CPU (bench_serve, 1 process, 4 clients: 17.4 ms of server CPU per /pack on
+#: 4 threads, 12.2 ms on 1; 62 -> 82 packs/s). More cores are used by more
+#: processes (``serve --workers``); queued requests wait their turn in order.
+REQUEST_THREADS = 1
+
+
+def create_app(
+    context: Context,
+    tokens: Tokens,
+    threads: int = REQUEST_THREADS,
+    *,
+    close_context: bool = False,
+) -> FastAPI:
+    """The FastAPI application serving ``context`` to holders of ``tokens``,
+    running handlers on ``threads`` threads; ``close_context``: the app owns
+    ``context`` and closes it when the server shuts down (a worker process)."""
+    from contextlib import asynccontextmanager
+
     from warehouse.evidence_pack import PackError
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        from anyio import to_thread
+
+        to_thread.current_default_thread_limiter().total_tokens = threads
+        try:
+            yield
+        finally:
+            if close_context:
+                context.close()
 
     app = FastAPI(
         title="ctxledger",
         summary="Memories, evidence search and context packs for context builders.",
         version="1",
+        lifespan=lifespan,
     )
     operators = tuple(context.policy.evidence.artifacts.operator_groups)
 
-    def principal(
+    # async: a token lookup is a dict read, not worth a hop to the thread pool
+    async def principal(
         authorization: Annotated[str | None, Header()] = None,
     ) -> Principal:
         try:
@@ -182,13 +225,13 @@ def create_app(context: Context, tokens: Tokens) -> FastAPI:
 
         return guard(run)
 
-    @app.post("/pack")
-    def pack(caller: Caller, body: PackBody) -> PackResponse:
+    @app.post("/pack", response_model=PackResponse)
+    def pack(caller: Caller, body: PackBody) -> Response:
         """A context pack with its manifest (selected and dropped, with reasons)."""
 
-        def run() -> PackResponse:
+        def run() -> Response:
             manifest, snap = context.pack_at(pack_request(body, caller, operators))
-            return PackResponse(snapshot_id=snap, manifest=manifest)
+            return json_response(PackResponse(snapshot_id=snap, manifest=manifest))
 
         return guard(run)
 
@@ -219,3 +262,59 @@ def serve(
         uvicorn.run(create_app(context, tokens), host=host, port=port, log_level="info")
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+#: The environment variable a worker process of ``serve_workers`` reads its
+#: ``Context.open`` arguments and token file from (JSON).
+WORKER_ENV = "CTXLEDGER_SERVE_WORKER"
+
+
+def worker_app() -> FastAPI:
+    """uvicorn's app factory in each worker process of ``serve_workers``.
+
+    Every worker opens its own ``Context`` (its own snapshot copy, memory
+    replica and index): DuckDB connections and the replica cannot be shared
+    across processes, and a pack is CPU-bound Python that one process runs on
+    one core at a time (the GIL), so N processes is what uses N cores."""
+    import json
+    import os
+
+    spec = json.loads(os.environ[WORKER_ENV])
+    tokens = Tokens.load(spec.pop("tokens"))
+    context = Context.open(spec.pop("warehouse"), **spec)
+    return create_app(context, tokens, close_context=True)
+
+
+def serve_workers(
+    warehouse: str,
+    tokens_file: str,
+    *,
+    workers: int,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    **open_args: object,
+) -> None:
+    """Run the API in ``workers`` uvicorn worker processes sharing one socket,
+    each with its own ``Context`` over ``warehouse`` (``worker_app``);
+    ``open_args`` go to ``Context.open`` (JSON-serialisable: catalog,
+    data_path, policy_file, poll_s). uvicorn's supervisor restarts a worker
+    that dies; a worker answers its health pings from a thread while it opens
+    its Context (tens of seconds on a large warehouse)."""
+    import json
+    import os
+
+    import uvicorn
+
+    spec = {"warehouse": str(warehouse), "tokens": str(tokens_file)}
+    spec |= {k: (str(v) if k != "poll_s" else v) for k, v in open_args.items()
+             if v is not None}  # fmt: skip
+    os.environ[WORKER_ENV] = json.dumps(spec)
+    uvicorn.run(
+        "serving.http:worker_app",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level="info",
+        timeout_worker_healthcheck=30,
+    )

@@ -415,12 +415,15 @@ class Warehouse:
         model = TABLES[table]
         key = ", ".join(model.key)
         columns = ", ".join(model.model_fields)
+        # which of a key's duplicates is kept: ``dedupe_order`` (e.g. Artifact)
+        order = ", ".join((*model.key, *getattr(model, "dedupe_order", ())))
         con = self.connection()
         before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         con.execute(
             f"INSERT INTO {table} ({columns}) "
             f"SELECT {columns} FROM ("
-            f"  SELECT *, row_number() OVER (PARTITION BY {key} ORDER BY {key}) AS __rn"
+            f"  SELECT *, row_number() OVER (PARTITION BY {key} ORDER BY {order})"
+            "   AS __rn"
             f"  FROM ({source_sql}) src"
             f") fresh ANTI JOIN {table} existing USING ({key}) WHERE fresh.__rn = 1"
         )

@@ -39,6 +39,7 @@ from warehouse.evidence_index import STOPWORDS, EvidenceIndex
 if TYPE_CHECKING:
     from schemas.evidence import ContextManifest, PackRequest
     from schemas.policy import Policy
+    from schemas.sources import SourceRegistry
     from warehouse.catalog import Warehouse
 
 SQL_FILE = Path(__file__).resolve().parent / "sql" / "evidence.sql"
@@ -257,8 +258,29 @@ def _default_policy() -> Policy:
     return load_policy(None)
 
 
+class _SerialEmbedder:
+    """A loaded ``Embedder`` whose ``encode`` runs one call at a time.
+
+    Two threads encoding with one sentence-transformers model at once crashed
+    the server (segfault under 10 concurrent /pack requests), so the model is
+    serialised here, around the model call only: a server's requests pack in
+    parallel and queue just for the few milliseconds of a query embedding."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self._lock = threading.Lock()
+
+    def encode(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
+        with self._lock:
+            return self._inner.encode(texts, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def embedder(settings) -> Any:
-    """One loaded ``Embedder`` per process and model (queries embed here)."""
+    """One loaded ``Embedder`` per process and model (queries embed here);
+    ``encode`` is serialised (``_SerialEmbedder``)."""
     from pipelines.evidence.embed import Embedder  # noqa: PLC0415
 
     key = settings.model_dump_json()
@@ -266,8 +288,34 @@ def embedder(settings) -> Any:
         if key not in _EMBEDDERS:
             instance = Embedder(settings)
             instance.load()
-            _EMBEDDERS[key] = instance
+            _EMBEDDERS[key] = _SerialEmbedder(instance)
         return _EMBEDDERS[key]
+
+
+#: Query vectors by (model settings, query text): a context builder asks the
+#: same questions again (a retry, the next turn, several users of one
+#: assistant), and a MiniLM query embedding is most of a warm pack (measured
+#: 5-11 ms of ~20 ms on 2 cores). A vector is a pure function of the text.
+_QUERY_VECTORS: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_QUERY_LOCK = threading.Lock()
+QUERY_CACHE_SIZE = 4096
+
+
+def embed_query(settings, query: str) -> np.ndarray:
+    """``query``'s vector (read-only), from the per-process cache or the model."""
+    key = (settings.model_dump_json(), query)
+    with _QUERY_LOCK:
+        vector = _QUERY_VECTORS.get(key)
+        if vector is not None:
+            _QUERY_VECTORS.move_to_end(key)
+            return vector
+    vector = np.array(embedder(settings).encode([query])[0], dtype=np.float32)
+    vector.flags.writeable = False
+    with _QUERY_LOCK:
+        _QUERY_VECTORS[key] = vector
+        while len(_QUERY_VECTORS) > QUERY_CACHE_SIZE:
+            _QUERY_VECTORS.popitem(last=False)
+    return vector
 
 
 def _snapshot_of(wh: Warehouse) -> int:
@@ -370,7 +418,7 @@ def search_evidence(
     settings = policy.evidence.search
     index = load_index(wh, settings)
     if query_embedding is None:
-        vector = embedder(policy.evidence.embedding).encode([query])[0]
+        vector = embed_query(policy.evidence.embedding, query)
     else:
         vector = np.asarray(query_embedding, dtype=np.float32)
     ranked = index.search(
@@ -402,9 +450,16 @@ def search_evidence(
 
 
 def pack(
-    wh: Warehouse, request: PackRequest, *, policy: Policy | None = None
+    wh: Warehouse,
+    request: PackRequest,
+    *,
+    policy: Policy | None = None,
+    registry: SourceRegistry | None = None,
 ) -> ContextManifest:
-    """Select context items for ``request`` (see ``warehouse.evidence_pack``)."""
+    """Select context items for ``request`` (see ``warehouse.evidence_pack``);
+    ``registry``: the source registry to value items with (default: the
+    warehouse's active one, read per call; a server reads it once per
+    snapshot)."""
     from warehouse.evidence_pack import pack_context  # noqa: PLC0415
 
-    return pack_context(wh, request, policy or _default_policy())
+    return pack_context(wh, request, policy or _default_policy(), registry)

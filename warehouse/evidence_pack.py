@@ -28,7 +28,11 @@ then, greedily, the remaining item of highest utility: an exact duplicate of a
 selected text is dropped (``duplicate``), a near-duplicate too
 (``near_duplicate``); an item whose utility is not positive is dropped
 (``non_positive_utility``, with every item after it), one that does not fit the
-remaining budget is dropped (``over_budget``). To fill a large budget, ``pack``
+remaining budget is dropped (``over_budget``). That loop is
+``warehouse.context_pack.greedy_select``, shared with the pure
+``context_pack.pack_context`` of the design example; this module brings the
+candidates, the redundancy scorer and the cost of joined neighbours. To fill
+a large budget, ``pack``
 fetches more candidates (doubling up to ``max_candidates``) until they hold
 ``fill_factor`` x the budget. Selected chunks that are neighbours in one
 document version become one item, in reading order (``ContextItem.chunk_ids``).
@@ -50,6 +54,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -65,6 +70,7 @@ from schemas.evidence import (
     PackRequest,
 )
 from schemas.sources import SourceRegistry, SourceSpec, above_clearance
+from warehouse.context_pack import PackError, greedy_select
 
 if TYPE_CHECKING:
     from schemas.evidence import PackSettings
@@ -78,10 +84,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: What separates neighbouring chunks joined into one item.
 JOIN = "\n\n"
 _WORD = re.compile(r"[a-z0-9]+")
-
-
-class PackError(ValueError):
-    """The request cannot be packed (mandatory items do not fit or are unknown)."""
 
 
 @dataclass
@@ -259,11 +261,18 @@ def _chunk_candidate(
         char_end=meta["char_end"],
         row=row,
         doc_version_id=meta["doc_version_id"],
-        shingles=shingles(meta["text"], settings.shingle_words),
+        shingles=_chunk_shingles(meta["text"], settings.shingle_words),
         source_kind="tool_artifact" if artifact else "document",
         source_keys=(tool,) if artifact else (meta["doc_id"],),
         own_authority=not artifact and meta["authority"] is not None,
     )
+
+
+@lru_cache(maxsize=8192)
+def _chunk_shingles(text: str, words: int) -> frozenset[int]:
+    """``shingles`` of a chunk text, cached: the same chunks come back for
+    similar questions, and shingling 160 candidates is ~5 ms of a pack."""
+    return shingles(text, words)
 
 
 def _evidence_candidates(
@@ -279,23 +288,20 @@ def _evidence_candidates(
     operators = settings.artifacts.operator_groups
     n = request.candidates or settings.pack.candidates
     wanted = settings.pack.fill_factor * request.budget_tokens
+    # scope and scores once; each round of "more candidates" only re-selects
+    searcher = index.searcher(
+        request.tenant_id,
+        request.principal_groups,
+        request.query,
+        query_vec,
+        request.as_of,
+        subject_id=request.subject_id,
+        operator_groups=operators,
+    )
+    counts = index.column("token_count")
     while True:
-        ranked = index.search(
-            request.tenant_id,
-            request.principal_groups,
-            request.query,
-            query_vec,
-            n,
-            request.as_of,
-            n,
-            subject_id=request.subject_id,
-            operator_groups=operators,
-        )
-        rows = [r.row for r in ranked]
-        # np.int64 indices: pyarrow types an empty list as null and has no
-        # take kernel for it (a request with nothing in scope).
-        counts = index.meta.column("token_count")
-        held = int(counts.take(np.asarray(rows, np.int64)).to_numpy().sum())
+        rows = [r.row for r in searcher.top(n, n)]
+        held = sum(counts[row] for row in rows)
         if (
             request.candidates
             or held >= wanted
@@ -305,15 +311,7 @@ def _evidence_candidates(
             break
         n = min(2 * n, settings.pack.max_candidates)
     if request.mandatory:
-        scope = set(
-            index.scope(
-                request.tenant_id,
-                request.principal_groups,
-                request.as_of,
-                request.subject_id,
-                operators,
-            ).tolist()
-        )
+        scope = set(searcher.scope.tolist())
         for item_id in request.mandatory:
             row = index.row_of(item_id)
             # out of scope reads exactly like absent (maybe a memory id): the
@@ -368,7 +366,25 @@ def _memory_candidates(
         items.extend((m, served_as) for m in view.items_as(served_as))
     if not items:
         return []
-    vectors = _text_vectors(policy, [m.text for m, _ in items])
+    # vectors stored when the nightly wrote the memories (of the model queries
+    # use); only memories without one (older runs) are embedded here, cached
+    model = policy.evidence.embedding.model
+    stored = getattr(view, "vectors", None) or {}
+    known = {
+        m.memory_id: found[1]
+        for m, _ in items
+        if (found := stored.get(m.memory_id)) is not None and found[0] == model
+    }
+    missing = [m.text for m, _ in items if m.memory_id not in known]
+    embedded = iter(_text_vectors(policy, missing) if missing else [])
+    vectors = [
+        known[m.memory_id] if m.memory_id in known else next(embedded) for m, _ in items
+    ]
+    if missing:
+        notes.append(
+            f"{len(missing)} memory(ies) without a stored vector were embedded "
+            "for this request"
+        )
     settings = policy.evidence.pack
     out = []
     for (memory, served_as), vector in zip(items, vectors, strict=True):
@@ -402,13 +418,36 @@ def _memory_candidates(
 
 
 # -------------------------------------------------------------------- items
+@lru_cache(maxsize=8192)
+def _envelope(
+    text: str, item_id: str, kind: str, source: str, trust: str, version: str
+) -> tuple[str, bool]:
+    """An item's data envelope and ``instruction_like`` flag, cached like
+    ``_chunk_shingles``: both depend on these fields alone, the same chunks
+    come back for similar questions, and a manifest lists ~150 items (the
+    injection patterns and the JSON encoding were ~2 ms of every pack)."""
+    flagged = instruction_like(text)
+    content = wrap_as_data(
+        text,
+        item_id=item_id,
+        kind=kind,
+        source=source,
+        trust=trust,
+        version=version,
+        flagged=flagged,
+    )
+    return content, flagged
+
+
 def _item(
     c: Candidate,
     retrieved_at: datetime,
     scores: ContextScores,
     mandatory: bool,
 ) -> ContextItem:
-    flagged = instruction_like(c.text)
+    content, flagged = _envelope(
+        c.text, c.item_id, c.kind, c.source, c.trust, c.version
+    )
     return ContextItem(
         source_id=c.source_id,
         source_owner=c.source_owner,
@@ -421,15 +460,7 @@ def _item(
         retrieved_at=retrieved_at,
         version=c.version,
         token_count=c.token_count,
-        content=wrap_as_data(
-            c.text,
-            item_id=c.item_id,
-            kind=c.kind,
-            source=c.source,
-            trust=c.trust,
-            version=c.version,
-            flagged=flagged,
-        ),
+        content=content,
         mandatory=mandatory,
         instruction_like=flagged,
         doc_id=c.doc_id,
@@ -654,20 +685,33 @@ class _Greedy:
         self.shared = np.zeros(n)
         self.max_cos = np.full(n, -1.0)
         self.closest = np.full(n, -1, dtype=np.int64)
-        self.id_rank = np.argsort(np.argsort([c.item_id for c in candidates]))
-        self.postings: dict[int, list[int]] = {}
-        for i, c in enumerate(candidates):
-            for h in c.shingles:
-                self.postings.setdefault(h, []).append(i)
+        # the inverted list of shingles as two sorted arrays (hash, owner):
+        # built in C, where a dict of lists cost ~3 ms of every pack
+        lengths = np.array([len(c.shingles) for c in candidates], dtype=np.int64)
+        hashes = np.fromiter(
+            (h for c in candidates for h in c.shingles),
+            dtype=np.int64,
+            count=int(lengths.sum()),
+        )
+        owners = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        order = np.argsort(hashes, kind="stable")
+        self.hashes, self.owners = hashes[order], owners[order]
         self.selected: list[int] = []
         self.seen: set[int] = set()
 
     def add(self, i: int) -> None:
         """Item ``i`` was selected: update every candidate's redundancy."""
         c = self.candidates[i]
-        for h in c.shingles - self.seen:
-            for j in self.postings.get(h, ()):
-                self.shared[j] += 1
+        new = c.shingles - self.seen
+        if new:
+            keys = np.fromiter(new, dtype=np.int64, count=len(new))
+            lo = np.searchsorted(self.hashes, keys, "left")
+            hi = np.searchsorted(self.hashes, keys, "right")
+            # every candidate holding a new shingle gains one shared shingle
+            hits = np.concatenate(
+                [self.owners[a:b] for a, b in zip(lo, hi, strict=True)]
+            )
+            self.shared += np.bincount(hits, minlength=len(self.candidates))
         self.seen |= c.shingles
         sims = self.vectors @ np.asarray(c.vector, dtype=np.float32)
         better = sims > self.max_cos
@@ -739,7 +783,7 @@ def pack_context(
     ``registry``: value items with this source registry instead of the active
     one (``warehouse.sources.active_registry``): what-if runs and ablations.
     """
-    from warehouse.evidence_api import embedder  # noqa: PLC0415
+    from warehouse.evidence_api import embed_query  # noqa: PLC0415
 
     settings = policy.evidence.pack
     now = _aware(request.now) or datetime.now(UTC)
@@ -748,7 +792,7 @@ def pack_context(
     if budget < 0:
         raise PackError("window_tokens is smaller than max output plus overhead")
     notes: list[str] = []
-    query_vec = embedder(policy.evidence.embedding).encode([request.query])[0]
+    query_vec = embed_query(policy.evidence.embedding, request.query)
     candidates: list[Candidate] = []
     index = None
     if request.include_evidence:
@@ -798,7 +842,6 @@ def pack_context(
     ]
     chosen_rows: dict[int, Candidate] = {}
     chosen_keys: dict[str, str] = {}
-    used = 0
 
     def cost(c: Candidate) -> int:
         """Its tokens, plus what each join with a selected neighbour adds
@@ -816,26 +859,21 @@ def pack_context(
         return c.token_count + extra
 
     def select(i: int, mandatory: bool) -> None:
-        nonlocal used
+        # called by ``greedy_select`` before the scorer (``state``) moves on
         c = candidates[i]
-        used += cost(c)
         chosen.append((c, state.scores(i)[0], mandatory))
         chosen_keys[c.content_key] = c.item_id
         if c.row is not None:
             chosen_rows[c.row] = c
-        state.add(i)
 
-    def drop(i: int, reason: str | None = None) -> None:
+    def drop(i: int, reason: str) -> None:
         c = candidates[i]
-        scores, near, closest = state.scores(i)
+        scores, _, closest = state.scores(i)
         why: dict[str, Any] = {}
-        if reason is None:
-            if c.content_key in chosen_keys:
-                reason, why = "duplicate", {"duplicate_of": chosen_keys[c.content_key]}
-            elif near:
-                reason, why = "near_duplicate", {"duplicate_of": closest}
-            else:
-                reason = "non_positive_utility"
+        if reason == "duplicate":
+            why = {"duplicate_of": chosen_keys[c.content_key]}
+        elif reason == "near_duplicate":
+            why = {"duplicate_of": closest}
         dropped.append(
             DroppedItem(
                 item=_item(c, now, scores, False),
@@ -845,41 +883,22 @@ def pack_context(
         )
 
     positions = {c.item_id: i for i, c in enumerate(candidates)}
-    mandatory = [positions[m] for m in dict.fromkeys(request.mandatory)]
-    need = sum(candidates[i].token_count for i in mandatory)
-    if need > budget:
-        raise PackError(
-            f"mandatory items need {need} tokens but the budget is {budget} "
-            f"(window {request.window_tokens} - output {request.max_output_tokens} "
-            f"- overhead {request.overhead_tokens})"
-        )
-    for i in mandatory:
-        select(i, True)
-    remaining = np.ones(len(candidates), dtype=bool)
-    remaining[mandatory] = False
-    for i in np.flatnonzero(remaining):
-        if candidates[i].relevance < settings.min_relevance:
-            drop(int(i), "low_relevance")
-            remaining[i] = False
-    while remaining.any():
-        utility, near = state.utilities()
-        rows = np.flatnonzero(remaining)
-        best = int(rows[np.lexsort((state.id_rank[rows], -utility[rows]))[0]])
-        remaining[best] = False
-        c = candidates[best]
-        if c.content_key in chosen_keys or near[best]:
-            drop(best)
-            continue
-        if utility[best] <= 0:
-            drop(best)
-            rest = np.flatnonzero(remaining)  # utilities only fall from here
-            for i in rest[np.lexsort((state.id_rank[rest], -utility[rest]))]:
-                drop(int(i))
-            break
-        if used + cost(c) > budget:
-            drop(best, "over_budget")
-            continue
-        select(best, False)
+    # the selection loop is the pure one (``warehouse.context_pack``); this
+    # path adds text redundancy (``state``) and the cost of joined neighbours
+    greedy_select(
+        candidates,
+        budget,
+        state,
+        mandatory=[positions[m] for m in request.mandatory],
+        min_relevance=settings.min_relevance,
+        cost=lambda i: cost(candidates[i]),
+        on_select=select,
+        on_drop=drop,
+        budget_detail=(
+            f" (window {request.window_tokens} - output "
+            f"{request.max_output_tokens} - overhead {request.overhead_tokens})"
+        ),
+    )
     selected = _merge_selected(chosen, order, now)
     used = sum(i.token_count for i in selected)
     if used > budget:  # not seen; the parts alone always fit

@@ -141,6 +141,12 @@ class MemoryView:
     purpose: str
     at: datetime | None
     items: tuple[ServedMemory, ...] = ()
+    #: ``memory_id -> (embed_model, float32 vector)`` of the served items
+    #: whose vector was stored at write time (``MemoryRecord.embedding``):
+    #: ``pack`` embeds only the others (rows of older runs).
+    vectors: dict[str, tuple[str, Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def _texts(self, served_as: str) -> list[str]:
         return [m.text for m in self.items if m.served_as == served_as]
@@ -215,7 +221,31 @@ def memories(
     finally:
         con.execute(f"SET threads = {threads}")
     items = tuple(ServedMemory(*row) for row in rows)
-    return MemoryView(tenant_id, subject_id, purpose, at, items)
+    vectors = stored_vectors(wh, tenant_id, subject_id, [m.memory_id for m in items])
+    return MemoryView(tenant_id, subject_id, purpose, at, items, vectors)
+
+
+def stored_vectors(
+    wh: Warehouse, tenant_id: str, subject_id: str, memory_ids: Sequence[str]
+) -> dict[str, tuple[str, Any]]:
+    """``memory_id -> (embed_model, vector)`` of those memories that have a
+    stored vector (none in a lake written before vectors were stored)."""
+    if not memory_ids or "embedding" not in _columns(wh).get("memories", set()):
+        return {}
+    import numpy as np
+
+    rows = wh.query(
+        "SELECT memory_id, embed_model, embedding FROM memories "
+        "WHERE tenant_id = ? AND subject_id = ? AND embedding IS NOT NULL "
+        "AND list_contains(?::VARCHAR[], memory_id)",
+        [tenant_id, subject_id, list(memory_ids)],
+    ).fetchall()
+    # rounded through float16 like the serving replica stores them, so the lake
+    # and the replica value a memory the same
+    return {
+        m: (model, np.asarray(v, dtype=np.float16).astype(np.float32))
+        for m, model, v in rows
+    }
 
 
 # -- reads the pipeline needs ------------------------------------------------------
@@ -317,10 +347,17 @@ def _load_memories(wh: Warehouse, subjects: Iterable[tuple[str, str]]) -> list:
             }
         ),
     )
+    # the lifecycle reads every memory of the subjects; their vectors are
+    # not needed for it (it writes lifecycle columns only) and are the bulk
+    skip = (
+        " EXCLUDE (embedding)"
+        if "embedding" in _columns(wh).get("memories", set())
+        else ""
+    )
     try:
         rows = _arrow_rows(
             wh.query(
-                "SELECT m.* FROM memories m "
+                f"SELECT m.*{skip} FROM memories m "
                 "SEMI JOIN __subjects s USING (tenant_id, subject_id)"
             )
         )
@@ -587,9 +624,14 @@ def _lifecycle(
     *,
     policy_version: str = "",
     readmission_run_id: str | None = None,
+    embed=None,
 ) -> None:
     """Consent re-admission, purges and re-resolution of ``maintain``, in one
     transaction (if any).
+
+    ``embed`` (``pipelines.memory.embed.MemoryVectors``): gives re-admitted
+    memories their vector before they are written, as the nightly graph does
+    for the memories it writes; None: stored without one.
 
     With ``own_transaction=False`` it runs inside the caller's open transaction
     and sets no commit message (the backfill folds it into its own snapshot).
@@ -600,6 +642,8 @@ def _lifecycle(
     con = wh.connection()
     readmit_run = readmission_run_id or run_id or ""
     plan = _readmissions(wh, settings, now, policy_version, readmit_run)
+    if embed is not None and plan.memories:
+        plan.memories = embed(plan.memories)
     expired = con.execute(
         "SELECT memory_id, tenant_id, subject_id FROM memories WHERE expires_at <= ?",
         [now],

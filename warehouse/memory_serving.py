@@ -75,6 +75,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from schemas.evidence import EMBEDDING_DIM
 from warehouse.catalog import LAKE_ALIAS, Warehouse
 from warehouse.memory_api import (
     MEMORY_COLUMNS,
@@ -87,7 +88,8 @@ from warehouse.memory_api import memories as lake_memories
 SERVING_DIR = "serving"
 REPLICA_TABLES = ("memories", "consent")
 #: Bumped when the replica's layout changes: an older file is rebuilt.
-FORMAT = 3
+#: 4: memory vectors (``MemoryRecord.embedding``) after the offsets.
+FORMAT = 4
 MAGIC = b"CTXLEDGER-REPLICA\n"
 #: The header (magic + JSON) is padded to this many bytes; arrays follow.
 HEADER_BYTES = 4096
@@ -407,6 +409,65 @@ def _offsets(column: pa.Array) -> tuple[np.ndarray, memoryview]:
     return raw - start, memoryview(data)[start:end]
 
 
+#: Bytes of one stored memory vector in the replica (float16: half of float32;
+#: a cosine moves by < 1e-3, and the lake path rounds the same way).
+VECTOR_BYTES = EMBEDDING_DIM * 2
+
+
+def _vector_plan(
+    wh: Warehouse, table: str, snapshot: int, key: str
+) -> tuple[str | None, int, str]:
+    """``(model, rows with a vector of it, extra SELECT column)`` for a replica
+    build: the vectors of the lake's most used embedding model (rows of
+    another model, or none, are embedded by the reader)."""
+    if table != "memories":
+        return None, 0, ""
+    source = f"{LAKE_ALIAS}.{table} AT (VERSION => {snapshot})"
+    has = (
+        wh.connection()
+        .execute(
+            f"SELECT count(*) FROM (DESCRIBE SELECT * FROM {source}) "
+            "WHERE column_name = 'embedding'"
+        )
+        .fetchone()[0]
+    )
+    if not has:
+        return None, 0, ""
+    found = (
+        wh.connection()
+        .execute(
+            f"SELECT embed_model, count(*) AS n FROM {source} "
+            f"WHERE {key} IS NOT NULL AND embedding IS NOT NULL{_EXCLUDED[table]} "
+            "GROUP BY ALL ORDER BY n DESC, embed_model LIMIT 1"
+        )
+        .fetchone()
+    )
+    if found is None or found[0] is None:
+        return None, 0, ""
+    model = str(found[0])
+    quoted = model.replace("'", "''")
+    return (
+        model,
+        int(found[1]),
+        f", CASE WHEN embed_model = '{quoted}' THEN embedding END AS vector",
+    )
+
+
+def _vector_block(column: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mask of rows with a vector, their vectors as float16)`` of a batch's
+    vector column; None when no row has one."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    mask = column.is_valid().to_numpy(zero_copy_only=False)
+    if not mask.any():
+        return None
+    values = column.filter(pa.array(mask)).flatten().to_numpy(zero_copy_only=False)
+    vectors = np.asarray(values, dtype="<f2").reshape(-1, EMBEDDING_DIM)
+    if len(vectors) != int(mask.sum()):
+        raise ValueError("a stored memory vector has the wrong width")
+    return mask, vectors
+
+
 def build_replica(wh: Warehouse, table: str, snapshot: int | None = None) -> Path:
     """Write ``table`` at ``snapshot`` (default: current) into a fresh replica
     file and rename it over the old one.
@@ -435,34 +496,53 @@ def build_replica(wh: Warehouse, table: str, snapshot: int | None = None) -> Pat
         f"SELECT count(*) FROM {LAKE_ALIAS}.{table} AT (VERSION => {snapshot}) "
         f"WHERE {key} IS NOT NULL{_EXCLUDED[table]}"
     ).fetchone()[0]
+    model, n_vectors, vector_sql = _vector_plan(wh, table, snapshot, key)
     keys = np.empty(rows, dtype="<i8")
     offsets = np.zeros(rows + 1, dtype="<i8")
+    slots = np.full(rows if model else 0, -1, dtype="<i4")
     keys_at = HEADER_BYTES
     offsets_at = keys_at + keys.nbytes
-    payload_at = offsets_at + offsets.nbytes
+    slots_at = offsets_at + offsets.nbytes
+    vectors_at = slots_at + -(-slots.nbytes // 8) * 8
+    payload_at = vectors_at + n_vectors * VECTOR_BYTES
     reader = con.execute(
-        f"SELECT {key} AS k, {_payload_sql(_PAYLOAD[table], times)} AS payload "
-        f"FROM {LAKE_ALIAS}.{table} AT (VERSION => {snapshot}) "
+        f"SELECT {key} AS k, {_payload_sql(_PAYLOAD[table], times)} AS payload"
+        f"{vector_sql} FROM {LAKE_ALIAS}.{table} AT (VERSION => {snapshot}) "
         f"WHERE {key} IS NOT NULL{_EXCLUDED[table]} ORDER BY k"
     ).fetch_record_batch(BUILD_BATCH)
     try:
         with open(tmp, "wb") as out:
-            out.seek(payload_at)
-            done = written = 0
+            done = written = stored = 0
             for batch in reader:
                 n = batch.num_rows
                 if done + n > rows:
                     raise RuntimeError(f"{table} changed while its replica was built")
                 keys[done : done + n] = batch.column(0).to_numpy()
                 relative, data = _offsets(batch.column(1))
+                out.seek(payload_at + written)
                 out.write(data)
                 offsets[done + 1 : done + n + 1] = written + relative[1:]
+                if model:
+                    block = _vector_block(batch.column(2))
+                    if block is not None:
+                        mask, vectors = block
+                        if stored + len(vectors) > n_vectors:
+                            raise RuntimeError(f"{table} vectors changed in a build")
+                        slots[done + np.flatnonzero(mask)] = np.arange(
+                            stored, stored + len(vectors), dtype="<i4"
+                        )
+                        out.seek(vectors_at + stored * VECTOR_BYTES)
+                        out.write(vectors.tobytes())
+                        stored += len(vectors)
                 done, written = done + n, written + len(data)
             if done != rows or (rows and bool((np.diff(keys) < 0).any())):
                 raise RuntimeError(f"{table} replica rows are missing or unsorted")
+            if stored != n_vectors:
+                raise RuntimeError(f"{table} replica vectors are missing")
             out.seek(keys_at)
             out.write(keys.tobytes())
             out.write(offsets.tobytes())
+            out.write(slots.tobytes())
             header = {
                 "format": FORMAT,
                 "table": table,
@@ -472,6 +552,10 @@ def build_replica(wh: Warehouse, table: str, snapshot: int | None = None) -> Pat
                 "offsets_at": offsets_at,
                 "payload_at": payload_at,
                 "payload_bytes": written,
+                "slots_at": slots_at,
+                "vectors_at": vectors_at,
+                "vectors": n_vectors,
+                "embed_model": model,
                 "key_probe": probe,
                 "built_at": datetime.now(UTC).isoformat(),
             }
@@ -513,6 +597,29 @@ class Replica:
         self.keys = np.frombuffer(self._map, "<i8", rows, meta["keys_at"])
         self.offsets = np.frombuffer(self._map, "<i8", rows + 1, meta["offsets_at"])
         self._payload_at = int(meta["payload_at"])
+        #: The model of the stored memory vectors (None: the file holds none).
+        self.embed_model: str | None = meta.get("embed_model")
+        n_vectors = int(meta.get("vectors") or 0)
+        self.slots = np.frombuffer(
+            self._map, "<i4", rows if self.embed_model else 0, meta["slots_at"]
+        )
+        self.vectors = np.frombuffer(
+            self._map, "<f2", n_vectors * EMBEDDING_DIM, meta["vectors_at"]
+        ).reshape(n_vectors, EMBEDDING_DIM)
+
+    def span(self, key: int) -> tuple[int, int]:
+        """The rows ``[lo, hi)`` stored under ``key``."""
+        return (
+            int(self.keys.searchsorted(key, "left")),
+            int(self.keys.searchsorted(key, "right")),
+        )
+
+    def vector(self, row: int) -> np.ndarray | None:
+        """The stored vector of ``row`` (float32), None when it has none."""
+        if not len(self.slots):
+            return None
+        slot = int(self.slots[row])
+        return None if slot < 0 else self.vectors[slot].astype(np.float32)
 
     def payloads(self, key: int) -> list[bytes]:
         """The payloads stored under ``key`` (adjacent rows)."""
@@ -536,6 +643,8 @@ class Replica:
     def close(self) -> None:
         """Unmap the file (only when no other reader uses this object)."""
         self.keys = self.offsets = np.empty(0, dtype="<i8")
+        self.slots = np.empty(0, dtype="<i4")
+        self.vectors = np.empty((0, EMBEDDING_DIM), dtype="<f2")
         # The arrays above were views of the map; with them gone it can close.
         with contextlib.suppress(BufferError):
             self._map.close()
@@ -690,10 +799,16 @@ class MemoryStore:
             stored = self._replicas["memories"]
         # Ids are compared too: a key collision cannot serve another subject.
         rows = []
-        for payload in stored.payloads(replica_key(tenant_id, subject_id, purpose)):
+        vectors: dict[str, tuple[str, np.ndarray]] = {}
+        key = replica_key(tenant_id, subject_id, purpose)
+        lo, _ = stored.span(key)
+        for index, payload in enumerate(stored.payloads(key), lo):
             tenant, subject, row = decode_memory(payload)
             if tenant == tenant_id and subject == subject_id:
                 rows.append(row)
+                vector = stored.vector(index)
+                if vector is not None:
+                    vectors[row[0]] = (stored.embed_model, vector)
         events = []
         if rows:
             for payload in consent.payloads(replica_key(tenant_id, subject_id)):
@@ -710,7 +825,10 @@ class MemoryStore:
             settings.hypothesis_sources,
         )
         items = tuple(ServedMemory(*row) for row in served)
-        return MemoryView(tenant_id, subject_id, purpose, at, items)
+        vectors = {
+            m.memory_id: vectors[m.memory_id] for m in items if m.memory_id in vectors
+        }
+        return MemoryView(tenant_id, subject_id, purpose, at, items, vectors)
 
     # -- freshness ----------------------------------------------------------------
     @property

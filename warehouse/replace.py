@@ -55,8 +55,19 @@ BOOKKEEPING = frozenset({"run_id", "policy_version"})
 #: Per table: further columns that are not content (processing times, flags
 #: about how a value was obtained, lifecycle state the maintenance step owns).
 NOT_CONTENT: dict[str, frozenset[str]] = {
+    # a memory's vector is derived from its text, and re-derived floats may
+    # differ in the last bits: ``pipelines.sink.replace.refresh_memory_vectors``
+    # replaces it only when the model changed
     "memories": frozenset(
-        {"recorded_at", "superseded_at", "superseded_by", "valid_to", "conflict_with"}
+        {
+            "recorded_at",
+            "superseded_at",
+            "superseded_by",
+            "valid_to",
+            "conflict_with",
+            "embedding",
+            "embed_model",
+        }
     ),
     "memory_rejections": frozenset({"recorded_at"}),
     "compression_ledger": frozenset({"created_at"}),
@@ -131,9 +142,11 @@ def replace_scope(
     columns = ", ".join(model.model_fields)
     scope = REPLACED[table]
     change = TableChange(table)
+    # the duplicate kept is the commit's (``Warehouse.insert_new``)
+    order = ", ".join((key, *getattr(model, "dedupe_order", ())))
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE __new AS SELECT * EXCLUDE (__rn) FROM ("
-        f"  SELECT *, row_number() OVER (PARTITION BY {key} ORDER BY {key}) AS __rn"
+        f"  SELECT *, row_number() OVER (PARTITION BY {key} ORDER BY {order}) AS __rn"
         f"  FROM ({new_source_sql}) src) WHERE __rn = 1"
     )
     con.execute(

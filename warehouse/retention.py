@@ -15,7 +15,8 @@ What is purged, and where it happens:
    expiry leaves the warehouse as it was.
 2. **Rows** (``purge_in_transaction``), inside the run's own commit transaction:
    the memory lifecycle (``warehouse.memory_api``: consent re-admission of
-   pending ``no_basis`` pointers a grant now covers, memories past retention or
+   pending ``no_basis`` pointers a grant now covers, the memories it admits
+   embedded with the policy's model as the nightly's are, memories past retention or
    without a live basis are deleted with receipts, supersession re-resolved for
    the subjects the run touched) and artifacts past
    ``policy.retention.artifacts_days`` with the evidence built from them. Being
@@ -311,13 +312,16 @@ def purge_in_transaction(
     counts: RetentionCounts,
     *,
     readmission_run_id: str | None = None,
+    embed=None,
 ):
     """The row purges of one retention step, inside the caller's transaction
     (``prepare`` first), with consent re-admission (a grant committed since a
     ``no_basis`` rejection admits it here, also in a run with nothing new).
     Adds to ``counts``; returns the memory lifecycle's ``MaintenanceResult``.
     ``readmission_run_id``: the run re-admitted memories name (default
-    ``run_id``)."""
+    ``run_id``). Re-admitted memories are embedded with the policy's
+    ``evidence.embedding`` (``embed``: another ``MemoryVectors``, tests)."""
+    from pipelines.memory.embed import MemoryVectors
     from warehouse.memory_api import MaintenanceResult, _lifecycle
 
     lifecycle = MaintenanceResult()
@@ -332,6 +336,8 @@ def purge_in_transaction(
             own_transaction=False,
             policy_version=policy.policy_version,
             readmission_run_id=readmission_run_id,
+            # re-admitted memories get their vector now, like the nightly's
+            embed=embed or MemoryVectors(policy.evidence.embedding),
         )
     artifacts, evidence = purge_artifacts(wh, policy.retention.artifacts_days, now)
     counts.memories_expired += lifecycle.expired

@@ -5,8 +5,8 @@ Rows are stamped with ``source_id`` when written (``policy.sources``), but the
 registry that *values* them is read at query time: the newest registry version
 in ``sources`` (else the policy's own). A row's source is its stored id when the
 active registry knows it, else the id the active registry's patterns give it
-(rows written before the registry, or under other rules), so no evidence or
-memory row is ever rewritten when the registry changes.
+(rows written before the registry, or under other rules), so no evidence,
+artifact or memory row is ever rewritten when the registry changes.
 """
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ def row_sources(wh: Warehouse, registry: SourceRegistry) -> list[dict[str, Any]]
     """Every distinct (table, kind, key) of ``documents``, ``evidence_chunks``,
     ``artifacts`` and ``memories`` with its resolved ``source_id`` and row count.
 
-    Artifacts carry no tool name of their own: their key is the tool that
-    produced them (``tool_observations``), the same key their evidence uses.
+    Artifacts carry their stamped ``source_id`` but no tool name: their key is
+    the tool that produced them (``tool_observations``), as for their evidence.
     """
     tables = wh.existing_tables()
     con = wh.connection()
@@ -170,24 +170,28 @@ def row_sources(wh: Warehouse, registry: SourceRegistry) -> list[dict[str, Any]]
                 }
             )
     if "artifacts" in tables:
-        join = "tool_observations" in tables
-        sql = (
-            "SELECT (SELECT min(o.tool_name) FROM tool_observations o "
-            "WHERE o.artifact_ref = a.artifact_id) AS tool, count(*) "
-            "FROM artifacts a GROUP BY ALL ORDER BY ALL"
-            if join
-            else "SELECT NULL::VARCHAR AS tool, count(*) FROM artifacts GROUP BY ALL"
+        # an artifact's key is the tool that produced it (``tool_observations``,
+        # the smallest name when several did), the key its evidence uses too
+        sid = "a.source_id" if "source_id" in cols("artifacts") else "NULL::VARCHAR"
+        tool = (
+            "(SELECT min(o.tool_name) FROM tool_observations o "
+            "WHERE o.artifact_ref = a.artifact_id)"
+            if "tool_observations" in tables
+            else "NULL::VARCHAR"
         )
-        for tool_name, n in con.execute(sql).fetchall():
-            if not n:
-                continue
+        for tool_name, stored, n in con.execute(
+            f"SELECT {tool} AS tool, {sid} AS stored, count(*) FROM artifacts a "
+            "GROUP BY ALL ORDER BY ALL"
+        ).fetchall():
             out.append(
                 {
                     "table": "artifacts",
                     "kind": "tool_artifact",
                     "key": tool_name,
-                    "source_id": registry.resolve("tool_artifact", tool_name),
-                    "stored_source_id": None,
+                    "source_id": source_of(
+                        registry, stored, "tool_artifact", tool_name
+                    ),
+                    "stored_source_id": stored,
                     "rows": n,
                 }
             )

@@ -62,7 +62,11 @@ def resolve_precision(settings: EmbeddingSettings) -> str:
 
 
 class Embedder:
-    """MiniLM sentence embeddings; picklable, the model loads in ``load()``."""
+    """MiniLM sentence embeddings; picklable, the model loads in ``load()``.
+
+    ``settings.backend`` picks torch (at ``precision``) or the int8 ONNX
+    Runtime model (``pipelines.onnx_minilm``); both give normalised rows.
+    """
 
     def __init__(self, settings: EmbeddingSettings, precision: str | None = None):
         self.settings = settings
@@ -93,7 +97,9 @@ class Embedder:
 
                     # the policy's torch_threads, else the launcher's budget
                     self._model = sentence_model(
-                        model_path(self.settings.model), self.settings.torch_threads
+                        model_path(self.settings.model),
+                        self.settings.torch_threads,
+                        self.backend,
                     )
         return self._model
 
@@ -102,6 +108,9 @@ class Embedder:
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         model = model or self.load()
+        if self.backend != "torch":  # ONNX Runtime: no torch, no autocast
+            vectors = model.encode(list(texts), batch_size=self.settings.max_batch_size)
+            return _checked(np.asarray(vectors, dtype=np.float32))
         import torch  # noqa: PLC0415
 
         kwargs = {
@@ -116,7 +125,15 @@ class Embedder:
                     vectors = model.encode(list(texts), **kwargs)
             else:
                 vectors = model.encode(list(texts), **kwargs)
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape[1] != EMBEDDING_DIM:
-            raise ValueError(f"model gives {vectors.shape[1]}-d vectors")
-        return vectors
+        return _checked(np.asarray(vectors, dtype=np.float32))
+
+    @property
+    def backend(self) -> str:
+        """``torch`` or ``onnx-int8`` (``EmbeddingSettings.backend``)."""
+        return getattr(self.settings, "backend", "torch")
+
+
+def _checked(vectors: np.ndarray) -> np.ndarray:
+    if vectors.shape[1] != EMBEDDING_DIM:
+        raise ValueError(f"model gives {vectors.shape[1]}-d vectors")
+    return vectors

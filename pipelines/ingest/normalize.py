@@ -31,6 +31,7 @@ from schemas import (
     canonical_json,
     content_hash,
 )
+from schemas.sources import SourceRegistry, resolve_source
 
 #: Formats whose own session id names a conversation beyond one file's bytes, so a
 #: session continued in a later file (an appended JSONL) keeps its id. The id is
@@ -210,13 +211,19 @@ def _observation_text(
 
 
 def normalize_session(
-    draft: DraftSession, info: SourceInfo, redact: RedactFn
+    draft: DraftSession,
+    info: SourceInfo,
+    redact: RedactFn,
+    sources: SourceRegistry | None = None,
 ) -> NormalizedSession:
     """Redact a draft session and build its records.
 
     A message whose redaction fails becomes a dead letter of stage ``redact``; the
     rest of the session is kept. Tool results are linked to the call they answer
-    (``tool_call_id``) and get the tool's name from it.
+    (``tool_call_id``) and get the tool's name from it. ``sources`` (the policy's
+    registry) stamps each artifact's ``source_id`` from that tool name
+    (``artifact_source_id``); without it artifacts are left unstamped, which
+    only callers that never write the warehouse (eval, bench, tests) do.
     """
     session_id = session_id_for(draft, info)
     out = NormalizedSession(
@@ -272,12 +279,37 @@ def normalize_session(
         turn += 1
         out.messages.append(message)
         if artifact is not None:
-            artifacts.setdefault(artifact.artifact_id, artifact)
+            artifact = artifact.model_copy(
+                update={"source_id": artifact_source_id(sources, observation)}
+            )
+            seen = artifacts.get(artifact.artifact_id)
+            if seen is None or _sorts_first(artifact.source_id, seen.source_id):
+                artifacts[artifact.artifact_id] = artifact
         if observation is not None:
             out.observations.append(observation)
     out.artifacts = list(artifacts.values())
     out.session = out.session.model_copy(update={"message_count": len(out.messages)})
     return out
+
+
+def artifact_source_id(
+    sources: SourceRegistry | None, observation: ToolObservation | None
+) -> str | None:
+    """The registered source of an artifact: its tool's, by tool name (the
+    registry's ``tool_artifact`` matching, as evidence versions of the same
+    output are stamped), else the registry's default; None without a registry."""
+    if sources is None:
+        return None
+    tool = observation.tool_name if observation is not None else None
+    return resolve_source(sources, "tool_artifact", tool)
+
+
+def _sorts_first(candidate: str | None, kept: str | None) -> bool:
+    """Whether ``candidate`` wins over ``kept`` for one output seen twice: the
+    smaller source id, None last (the commit's ``Artifact.dedupe_order``)."""
+    if candidate is None:
+        return False
+    return kept is None or candidate < kept
 
 
 def _build_message(

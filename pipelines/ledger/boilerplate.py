@@ -139,3 +139,9 @@ def is_lead_in(sentence: str) -> bool:
     return stripped.endswith(":") or bool(
         re.search(r"\bthe following\b", stripped, re.I) and len(stripped.split()) <= 14
     )
+
+
+def is_prompt_line(line: str) -> bool:
+    """A text-action agent's shell prompt line (``(Open file: ...)``,
+    ``bash-$``): framework chrome, never part of what a tool returned."""
+    return bool(_PROMPT_LINE.match(line))

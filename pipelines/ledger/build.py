@@ -37,6 +37,7 @@ from pipelines.ledger.boilerplate import (
     request_text,
     sentence_key,
 )
+from pipelines.ledger.citations import RECENT_MESSAGES
 from pipelines.ledger.protected import (
     checksum,
     extract_fields,
@@ -67,7 +68,13 @@ STRATEGY_VERSION = "1"
 GENERATOR = "rules"
 #: 2: boilerplate-free goal and pins, findings, failed attempts, confirmations,
 #: latest request/action, sources read, tool-result key facts (issue 13).
-GENERATOR_VERSION = "ledger-rules/2"
+#: 3: findings name their source (call, cited output lines), lead-ins keep
+#: their list, the latest action its outcome, short artifact refs in text.
+#: 4: the goal is the first real request (not an identity line, greeting,
+#: closing or pinned statement; the assistant's task as a marked fallback),
+#: API reads the rest of the summary repeats are left out of "Sources read",
+#: "Dr." and "a.m." no longer end a sentence.
+GENERATOR_VERSION = "ledger-rules/4"
 
 
 @dataclass
@@ -111,17 +118,30 @@ class _State:
 
 def clear_caches() -> None:
     """Empty the per-process text caches (sentences, facts, rules, pins)."""
-    from pipelines.ledger import protected, sections, text
+    from pipelines.ledger import (
+        citations,
+        findings,
+        goal,
+        protected,
+        results,
+        secret_lines,
+        text,
+        trail,
+    )
 
     for cached in (
         text.sentences,
         text.content_words,
         protected.find_facts,
         protected.find_rules,
-        sections.is_pinned,
-        sections.has_secret,
-        sections.assistant_kind,
-        sections.output_facts,
+        goal.is_pinned,
+        secret_lines.has_secret,
+        findings.assistant_kind,
+        results.output_facts,
+        citations.tokens_of,
+        citations.output_lines,
+        citations.folded,
+        trail.text_action,
     ):
         cached.cache_clear()
 
@@ -295,6 +315,7 @@ class LedgerBuilder:
             framework=self.framework,
             after_result=before is not None
             and (before.role == "tool" or before.message_id in self.environment),
+            history=self.messages[max(0, position - RECENT_MESSAGES) : position],
         )
 
     def _entry(

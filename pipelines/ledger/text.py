@@ -24,6 +24,14 @@ _CODE_LINE = re.compile(
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _LETTER = re.compile(r"[^\W\d_]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+#: A piece ending in a title ("Dr.", "Mrs.") never ends a sentence; one ending
+#: in "a.m.", "e.g.", "vs." does not when the next piece starts in lower case
+#: or with a digit ("at 7:00 a.m. on March 16th").
+_TITLE_END = re.compile(r"(?:^|\s)(?:Dr|Mr|Mrs|Ms|Mx|Prof|Sr|Jr|St|Mt)\.$")
+_ABBREV_END = re.compile(
+    r"(?:^|\s)(?:[ap]\.m|e\.g|i\.e|vs|etc|approx|incl|no|cf|fig)\.$", re.I
+)
+_LOWER_START = re.compile(r"^[a-z0-9(]")
 _CLAUSE_SPLIT = re.compile(r"\s*;\s*|\s+(?:but|however|whereas)\s+", re.IGNORECASE)
 _WORD = re.compile(r"[^\W_][\w'-]*", re.UNICODE)
 _SPACES = re.compile(r"\s+")
@@ -75,7 +83,20 @@ def sentences(text: str) -> tuple[str, ...]:
     ledger reads the same messages once per window, rebuild and check)."""
     out: list[str] = []
     for line in text_lines(text):
-        out.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+        pieces: list[str] = []
+        for piece in _SENTENCE_END.split(line):
+            piece = piece.strip()
+            if not piece:
+                continue
+            if pieces and (
+                _TITLE_END.search(pieces[-1])
+                or _ABBREV_END.search(pieces[-1])
+                and _LOWER_START.match(piece)
+            ):
+                pieces[-1] += " " + piece
+            else:
+                pieces.append(piece)
+        out.extend(pieces)
     return tuple(out)
 
 

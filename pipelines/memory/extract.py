@@ -38,7 +38,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from pipelines.memory import patterns
+from pipelines.memory import cues, patterns
 from pipelines.memory.classify import (
     Encoder,
     PrototypeClassifier,
@@ -52,7 +52,7 @@ from schemas import Message, Session, ToolCall, ToolObservation, content_hash
 from schemas.memory import MemoryKind, MemorySettings, MemorySource, Provenance
 
 #: Bump when extraction logic changes; part of every candidate's extractor_version.
-EXTRACTOR_VERSION = "3"
+EXTRACTOR_VERSION = "4"
 MIN_WORDS = 3
 MAX_SENTENCE_CHARS = 600
 #: Pleasantries and one-off requests: never memories, so never sent to the model
@@ -231,6 +231,10 @@ class ExtractionResult:
     candidates: list[MemoryCandidate] = field(default_factory=list)
     failed: list[tuple[Message, str, str]] = field(default_factory=list)
     scanned: int = 0
+    #: Texts handed to MiniLM: user sentences for the kind classifier, message
+    #: texts for the purpose classifier (the memory stage's model cost).
+    classified: int = 0
+    purpose_texts: int = 0
 
 
 class Extractor(Protocol):
@@ -269,6 +273,8 @@ class RuleExtractor:
             f"+{classifier_version(settings)}"
         )
         self._kinds: PrototypeClassifier | None = None
+        #: Sentences sent to the kind classifier so far (cost instrumentation).
+        self.classified = 0
 
     @property
     def kinds(self) -> PrototypeClassifier | None:
@@ -298,7 +304,12 @@ class RuleExtractor:
             self.encode(pending)
 
     @staticmethod
-    def _wants_classifier(sentence) -> bool:
+    def _classifiable(sentence) -> bool:
+        """May this user sentence (no rule matched it) still be a memory? Not
+        a question, pleasantry, mood, one-off request or credential, and it
+        carries a memory cue (``cues``: first person, an instruction, contact,
+        preference or attribute words) in prose, not code or logs. Nothing
+        else reaches the model, which is most of the memory stage's cost."""
         return (
             not sentence.is_question
             and len(sentence.text) <= MAX_SENTENCE_CHARS
@@ -306,6 +317,13 @@ class RuleExtractor:
             and not _NOT_A_STATEMENT.match(sentence.text)
             and not patterns.not_a_memory(sentence.text)
             and not patterns.about_credential(sentence.text)
+            and cues.worth_classifying(sentence.text)
+        )
+
+    @classmethod
+    def _wants_classifier(cls, sentence) -> bool:
+        return (
+            cls._classifiable(sentence)
             and patterns.match_user_sentence(sentence.text) is None
         )
 
@@ -333,12 +351,7 @@ class RuleExtractor:
                 hit = patterns.match_user_sentence(sentence.text)
                 if hit is None:
                     hit = self._answer(ctx, message, found, index)
-            if hit is None and (
-                sentence.is_question
-                or len(sentence.text.split()) < MIN_WORDS
-                or _NOT_A_STATEMENT.match(sentence.text)
-                or patterns.not_a_memory(sentence.text)
-            ):
+            if hit is None and not self._classifiable(sentence):
                 continue
             if hit is not None:
                 out.append(
@@ -358,6 +371,7 @@ class RuleExtractor:
             else:
                 pending.append(sentence)
         if pending and self.kinds is not None:
+            self.classified += len(pending)
             labels = self.kinds.classify([s.text for s in pending])
             for sentence, label in zip(pending, labels, strict=True):
                 if label is None or label.name == "account_state":
@@ -537,6 +551,69 @@ class RuleExtractor:
         )
 
 
+_NAME_SEPARATORS = re.compile(r"[_\-.:/]+")
+
+
+def purpose_inputs(
+    ctx: SessionContext, messages: Sequence[Message]
+) -> tuple[list[str], list[bool]]:
+    """What the purpose classifier reads per message, and whether it is prose.
+
+    A tool message's content is a stub (``[tool_result tool=... status=...
+    artifact=...]``) that no purpose prototype resembles: it is read by its
+    tools' names as words (``get_invoice`` -> "get invoice", so keywords still
+    apply) and never embedded.
+    """
+    texts, prose = [], []
+    for message in messages:
+        if message.role == "tool":
+            names = [
+                _NAME_SEPARATORS.sub(" ", o.tool_name or "")
+                for o in ctx.observations
+                if o.message_id == message.message_id
+            ]
+            texts.append(" ".join(n for n in names if n.strip()) or message.content)
+            prose.append(False)
+        else:
+            texts.append(message.content)
+            prose.append(True)
+    return texts, prose
+
+
+def _contact_purposes(draft: Draft, purposes: PurposeClassifier) -> tuple[str, ...]:
+    """The purposes a statement about contacting the subject binds (or none)."""
+    contact = getattr(purposes, "contact_purposes", ())
+    if (
+        contact
+        and draft.purpose is None
+        and draft.source in ("user_stated", "model_inferred")
+        and draft.kind in ("rule", "preference")
+        and patterns.about_contact(draft.text)
+    ):
+        return contact
+    return ()
+
+
+def _classify_purposes(purposes, texts: list[str], prose: list[bool]):
+    """``purposes.classify``; ``prose`` only where some text is not prose (a
+    classifier made for tests may take texts alone)."""
+    if all(prose):
+        return purposes.classify(texts)
+    return purposes.classify(texts, prose)
+
+
+def _with_purposes(drafts, purpose_of, purposes: PurposeClassifier):
+    """``(draft, purpose)`` pairs: one per draft, or one per contacting
+    purpose for a statement about contacting the subject."""
+    for draft in drafts:
+        contact = _contact_purposes(draft, purposes)
+        if contact:
+            for purpose in contact:
+                yield draft, purpose
+        else:
+            yield draft, draft.purpose or purpose_of.get(draft.message.message_id)
+
+
 def extract_session(
     ctx: SessionContext,
     extractors: Sequence[Extractor],
@@ -547,9 +624,18 @@ def extract_session(
     A message an extractor raises on is reported in ``failed`` (the caller makes
     it a dead letter) and contributes no candidate; the others are scanned.
     Candidates from several extractors for the same span keep the first.
+
+    Purposes: a draft's own (a system field's policy purpose), else its
+    message's (``purpose_inputs``). A rule or preference about contacting the
+    subject (``patterns.about_contact``: "do not email me, call ...") is filed
+    under every purpose that contacts the subject (``contacts_subject``), one
+    candidate each, so a lookup for any of them honours it; a policy that
+    marks none keeps the message's purpose.
     """
     result = ExtractionResult()
     drafts: list[Draft] = []
+    classified = sum(getattr(e, "classified", 0) for e in extractors)
+    embedded = getattr(purposes, "embedded", 0)
     for extractor in extractors:
         prepare = getattr(extractor, "prepare", None)
         if prepare is not None:
@@ -573,18 +659,26 @@ def extract_session(
         result.scanned += 1
         drafts.extend(found)
     need = sorted(
-        {d.message.message_id: d.message for d in drafts if d.purpose is None}.values(),
+        {
+            d.message.message_id: d.message
+            for d in drafts
+            if d.purpose is None and not _contact_purposes(d, purposes)
+        }.values(),
         key=lambda m: m.turn,
     )
+    texts, prose = purpose_inputs(ctx, need)
     purpose_of = dict(
         zip(
             [m.message_id for m in need],
-            purposes.classify([m.content for m in need]) if need else [],
+            _classify_purposes(purposes, texts, prose) if need else [],
             strict=True,
         )
     )
-    seen: set[tuple] = set()
-    for draft in drafts:
+    result.classified = sum(getattr(e, "classified", 0) for e in extractors)
+    result.classified -= classified
+    result.purpose_texts = getattr(purposes, "embedded", 0) - embedded
+    first: dict[tuple, int] = {}  # span -> the draft that claimed it
+    for draft, purpose in _with_purposes(drafts, purpose_of, purposes):
         span = (
             draft.provenance.message_id,
             draft.provenance.field,
@@ -592,10 +686,8 @@ def extract_session(
             draft.provenance.char_end,
             draft.provenance.json_key,
         )
-        if span in seen:
+        if first.setdefault(span, id(draft)) != id(draft):
             continue
-        seen.add(span)
-        purpose = draft.purpose or purpose_of.get(draft.message.message_id)
         when = ctx.time_of(draft.message)
         result.candidates.append(
             MemoryCandidate(

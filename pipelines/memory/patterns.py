@@ -336,6 +336,28 @@ _CREDENTIAL = re.compile(
 )
 
 
+#: How the subject wants to be contacted: a contact verb aimed at them ("do not
+#: email me", "call us", "never page me"), a channel ("by phone", "text
+#: messages", "my work email for notifications") or "by post".
+_CONTACT = re.compile(
+    r"\b(?:e-?mail|call|phone|ring|text|sms|message|contact|reach|page|ping|"
+    r"notify|write\s+to|mail|dm)(?:ed|ing|s)?\s+(?:me|us)\b"
+    r"|\b(?:e-?mails?|phone|phones|phone\s+calls?|calls?|texts?|text\s+messages?|"
+    r"sms|voicemails?|whatsapp|slack|telegram|newsletters?|notifications?)\b"
+    r"|\bby\s+(?:post|mail|letter)\b",
+    re.IGNORECASE,
+)
+
+
+def about_contact(text: str) -> bool:
+    """Does a rule or preference say how (or when) to contact the subject?
+
+    Such a statement binds every purpose that contacts the subject
+    (``memory.purposes[].contacts_subject``), not just the purpose the
+    message happened to be classified into."""
+    return bool(_CONTACT.search(text))
+
+
 def about_credential(text: str) -> bool:
     """Does the text talk about a password, token or code?"""
     return bool(_CREDENTIAL.search(text))

@@ -12,10 +12,13 @@ Graph (all logic lives in the pure modules of ``pipelines.memory``)::
 Dead letters are tagged per stage: ``memory_extract`` (a message an extractor
 could not read), ``memory_inputs`` (a bad input line), ``memory_gate``.
 ``memory_branch`` plugs the composite into the nightly graph (``BRANCHES``).
+Stored memories are then embedded in batches (``EmbedMemoriesFn``, unless
+``evidence.embedding.mode`` is ``deferred``), so readers never embed them.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 import apache_beam as beam
@@ -44,6 +47,8 @@ INPUT_FILE = "memory_inputs"
 CONSENT_OUT = "consent"
 REJECTION = "memory_rejections"
 
+log = logging.getLogger(__name__)
+
 
 def _info(tenant: str, source_file: str, source_hash: str, config: JobConfig):
     return SourceInfo(
@@ -68,6 +73,9 @@ class ExtractSessionMemoriesFn(beam.DoFn):
         self.purposes = None
         self.candidates = Metrics.counter("memory", "candidates")
         self.dead = Metrics.counter("memory", "extract_dead_letters")
+        # the stage's model cost: texts handed to MiniLM (before its cache)
+        self.classified = Metrics.counter("memory", "classified_sentences")
+        self.purpose_texts = Metrics.counter("memory", "purpose_texts")
 
     def setup(self):
         from pipelines.memory.classify import MiniLMEncoder, PurposeClassifier
@@ -76,7 +84,10 @@ class ExtractSessionMemoriesFn(beam.DoFn):
         settings = self.policy.memory
         # The model loads on the first sentence that needs it (MiniLMEncoder
         # loads itself when called): a run with nothing to classify skips it.
-        encoder = self.encoder if self.encoder is not None else MiniLMEncoder()
+        encoder = self.encoder
+        if encoder is None:  # the policy's embedding backend (torch | onnx-int8)
+            backend = self.policy.evidence.embedding.backend
+            encoder = MiniLMEncoder(backend=backend)
         extractors = [RuleExtractor(settings, encoder)]
         if self.config.llm_endpoint:
             from pipelines.memory.llm import DEFAULT_MODEL, LlmExtractor
@@ -133,6 +144,8 @@ class ExtractSessionMemoriesFn(beam.DoFn):
                 ),
             )
         self.candidates.inc(len(result.candidates))
+        self.classified.inc(result.classified)
+        self.purpose_texts.inc(result.purpose_texts)
         yield from result.candidates
         yield pvalue.TaggedOutput(
             EXTRACTION,
@@ -303,6 +316,48 @@ class GateSubjectMemoriesFn(beam.DoFn):
         yield from resolve(memories)
 
 
+@timed("memory_embed")
+class EmbedMemoriesFn(beam.DoFn):
+    """Batches of stored memories -> the same memories with their vectors.
+
+    The ``Embedder`` of ``policy.evidence.embedding`` (the model queries use)
+    is made in ``setup()`` and loads MiniLM, shared per process, on its first
+    batch. A batch the model cannot embed is stored without vectors (readers
+    embed such rows themselves): a memory is never lost for its vector, and
+    the gate's conservation count (stored + rejected) stays exact.
+    """
+
+    def __init__(self, settings, embedder=None):
+        self.settings = settings
+        self.embedder = embedder
+        self.embedded = Metrics.counter("memory", "embedded")
+        self.failed = Metrics.counter("memory", "embed_failed")
+
+    def setup(self):
+        if self.embedder is None:
+            from pipelines.evidence.embed import Embedder
+
+            self.embedder = Embedder(self.settings)
+
+    def process(self, batch):
+        from pipelines.memory.embed import embed_memories
+
+        try:
+            done = embed_memories(batch, self.embedder)
+        except Exception as exc:  # noqa: BLE001 - stored without vectors instead
+            log.warning(
+                "memory embedding failed for a batch of %d (%s): stored without "
+                "vectors",
+                len(batch),
+                type(exc).__name__,
+            )
+            self.failed.inc(len(batch))
+            yield from batch
+            return
+        self.embedded.inc(len(done))
+        yield from done
+
+
 def _by_session(record):
     return record.session_id, record
 
@@ -318,7 +373,8 @@ class ExtractMemories(beam.PTransform):
     a dict with ``memories``, ``memory_rejections``, ``consent`` (events read by
     this run), ``memory_extractions``, ``memory_inputs`` and ``dead_letter``.
     ``consent`` (constructor) is the consent already stored; ``inputs`` the new
-    input files; ``encoder`` overrides the MiniLM encoder (tests).
+    input files; ``encoder`` overrides the MiniLM encoder and ``embedder``
+    the one that computes the stored memory vectors (tests).
     """
 
     def __init__(
@@ -331,6 +387,7 @@ class ExtractMemories(beam.PTransform):
         now: datetime | None = None,
         encoder=None,
         key: bytes | None = None,
+        embedder=None,
     ):
         super().__init__()
         self.config = config
@@ -340,6 +397,7 @@ class ExtractMemories(beam.PTransform):
         self.now = now or datetime.now(UTC)
         self.encoder = encoder
         self.key = key
+        self.embedder = embedder
 
     def expand(self, records):
         pipeline = records["sessions"].pipeline
@@ -399,8 +457,22 @@ class ExtractMemories(beam.PTransform):
             ).with_outputs(REJECTION, DEAD_LETTER, main="memories")
         )
         dead.append(gated[DEAD_LETTER])
+        memories = gated.memories
+        embedding = self.policy.evidence.embedding
+        if embedding.mode == "inline":
+            # deferred: no model in this run; readers embed rows without vectors
+            memories = (
+                memories
+                | "BatchMemories"
+                >> beam.BatchElements(
+                    min_batch_size=embedding.min_batch_size,
+                    max_batch_size=embedding.max_batch_size,
+                )
+                | "EmbedMemories"
+                >> beam.ParDo(EmbedMemoriesFn(embedding, self.embedder))
+            )
         return {
-            "memories": gated.memories,
+            "memories": memories,
             "memory_rejections": gated[REJECTION],
             "consent": consent_read.consent,
             "memory_extractions": extracted[EXTRACTION],

@@ -108,7 +108,15 @@ def _json_value_ok(entity_type: str, value: str) -> bool:
 
 
 class _Loaded:
-    """Everything ``setup()`` builds; never pickled."""
+    """Everything ``setup()`` builds; never pickled.
+
+    The heavy parts load on first use, so a run that has no prose to run NER
+    on, or nothing to replace, never pays for them (issue 14: start-up): the
+    spaCy model when ``NerRunner.detect`` first gets text, presidio's
+    anonymizer (``anonymizer``) on the first detection. presidio's analyzer
+    (transformers, torch) is imported only for a policy that asks for its
+    fallback recognizers (``pipelines.redact.loading``).
+    """
 
     def __init__(self, redactor: Redactor) -> None:
         policy = redactor.policy
@@ -123,23 +131,46 @@ class _Loaded:
                 score=policy.pii.ner_score,
                 min_chars=policy.pii.ner_min_chars,
             )
-            self.ner.load()
-        from presidio_anonymizer import AnonymizerEngine  # noqa: PLC0415
+        self._anonymizer: Any = None
+        self.fallback: list = []
+        if wanted - OWN_TYPES:
+            from pipelines.redact.recognizers import (  # noqa: PLC0415
+                presidio_fallback_recognizers,
+            )
 
-        from pipelines.redact.recognizers import (  # noqa: PLC0415
-            MaskOperator,
-            PseudonymOperator,
-            presidio_fallback_recognizers,
-        )
-
-        self.anonymizer = AnonymizerEngine()
-        self.anonymizer.add_anonymizer(PseudonymOperator)
-        self.anonymizer.add_anonymizer(MaskOperator)
-        self.fallback = presidio_fallback_recognizers(wanted - OWN_TYPES, policy)
+            self.fallback = presidio_fallback_recognizers(wanted - OWN_TYPES, policy)
         self.phone = PhoneFinder()
+        if "PHONE_NUMBER" in wanted:
+            self.phone.warm()
         from pipelines.redact.offline import tld_extractor  # noqa: PLC0415
 
         tld_extractor()  # load the suffix snapshot now, not on the first e-mail
+        if wanted & {"PERSON", "LOCATION"}:
+            _warm_lexicons()
+
+    @property
+    def anonymizer(self) -> Any:
+        """presidio's ``AnonymizerEngine`` with our operators, built on first use."""
+        with _ANONYMIZER_LOCK:
+            if self._anonymizer is None:
+                from pipelines.redact.loading import import_anonymizer  # noqa: PLC0415
+
+                import_anonymizer()  # without presidio's analyzer
+                from presidio_anonymizer import AnonymizerEngine  # noqa: PLC0415
+
+                from pipelines.redact.operators import (  # noqa: PLC0415
+                    MaskOperator,
+                    PseudonymOperator,
+                )
+
+                engine = AnonymizerEngine()
+                engine.add_anonymizer(PseudonymOperator)
+                engine.add_anonymizer(MaskOperator)
+                self._anonymizer = engine
+            return self._anonymizer
+
+
+_ANONYMIZER_LOCK = threading.Lock()
 
 
 class Redactor:
@@ -183,7 +214,8 @@ class Redactor:
 
     # --------------------------------------------------------------- lifecycle
     def setup(self) -> None:
-        """Load spaCy (slim) and presidio's anonymizer once; idempotent."""
+        """Build the detectors once; idempotent. spaCy and presidio's
+        anonymizer load later, on first use (``_Loaded``)."""
         if self._loaded is None:
             with self._lock:
                 if self._loaded is None:
@@ -395,13 +427,14 @@ class Redactor:
     ) -> Redaction:
         if not dets:
             return Redaction(text, [])
+        loaded = self._loaded
+        assert loaded is not None
+        anonymizer = loaded.anonymizer  # imports presidio_anonymizer (light)
         from presidio_anonymizer.entities import (  # noqa: PLC0415
             OperatorConfig,
             RecognizerResult,
         )
 
-        loaded = self._loaded
-        assert loaded is not None
         results = [
             RecognizerResult(d.entity_type, d.start, d.end, d.score) for d in dets
         ]
@@ -424,7 +457,7 @@ class Redactor:
                 )
             else:
                 operators[etype] = OperatorConfig("keep", {})
-        result = loaded.anonymizer.anonymize(
+        result = anonymizer.anonymize(
             text=text,
             analyzer_results=results,
             operators=operators,
@@ -445,3 +478,18 @@ class Redactor:
             for det, item in zip(dets, items, strict=True)
         ]
         return Redaction(result.text, findings)
+
+
+def _warm_lexicons() -> None:
+    """Load the name bank, gazetteer, English word frequencies and the
+    ``usaddress`` model now: each loads lazily on first use, which would put a
+    second or so of loading inside the first batch a worker redacts."""
+    from pipelines.redact.gazetteer import load_places  # noqa: PLC0415
+    from pipelines.redact.lexicon import zipf_en  # noqa: PLC0415
+    from pipelines.redact.namebank import load_bank  # noqa: PLC0415
+    from pipelines.redact.patterns import _us_parser  # noqa: PLC0415
+
+    load_bank()
+    load_places()
+    zipf_en("the")
+    _us_parser()

@@ -56,6 +56,44 @@ _PHRASE_RE = re.compile(
     r"kid|friend|colleague|manager|boss)(?:'s name is|,)?)"
     r"[ \t]+(?P<name>" + _NAME + r")"
 )
+#: Substrings (lower case) of which every ``_PHRASE_RE`` match holds one.
+_PHRASE_LITERALS = (
+    "name",
+    "call",
+    "regards,",
+    "sincerely,",
+    "cheers,",
+    "thanks,",
+    "directed by",
+    "written by",
+    "starring",
+    "said",
+    "says",
+    "fan of",
+    "my partner",
+    "my wife",
+    "my husband",
+    "my son",
+    "my daughter",
+    "my kid",
+    "my friend",
+    "my colleague",
+    "my manager",
+    "my boss",
+)
+
+
+def _may_hold_phrase(text: str) -> bool:
+    """False only when ``_PHRASE_RE`` cannot match ``text``: its case-blind
+    alternation is the slowest scan of ``find_names``, while substring tests
+    are nearly free. Only ASCII text is judged (there ``lower()`` is exactly
+    the regex's case folding; ``ſ`` or the Kelvin sign fold differently)."""
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    return any(word in lowered for word in _PHRASE_LITERALS)
+
+
 _VOCATIVE_RE = re.compile(
     r"(?:^|(?<=[.!?\n]\s)|(?<=\n))(?P<name>" + _CAP + r"),[ \t]+"
     r"(?=(?:can|could|would|will|please|i|you|do|did|are|is|have|thanks|thank)\b)",
@@ -489,18 +527,36 @@ def _everyday_opener(word: str) -> bool:
     return zipf_en(low) >= 3.0
 
 
+def _product_after_title(m: re.Match[str]) -> bool:
+    """A title-like abbreviation that names a vendor or a country, not a person.
+
+    "MS Windows", "MS Teams", "DR Congo": an upper-case title without a period
+    before a word that is not upper case too is an acronym (a shouted "MS JANE
+    DOE" stays a title), and a product word after any title is a product.
+    """
+    title = m.group(0)[: m.start("name") - m.start()].strip()
+    first = m.group("name").split()[0]
+    if first.lower() in _NOT_NAMES_AFTER_TITLE:
+        return True
+    return title.isupper() and not title.endswith(".") and not first.isupper()
+
+
 def find_names(text: str) -> list[Detection]:
     """PERSON detections from cues and the given-name lexicon."""
     out: list[Detection] = []
     # explicit cues outrank NER's label for the same words (0.9 > 0.85)
     for regex, score, tag in (
         (_TITLE_RE, 0.9, "title"),
-        (_PHRASE_RE, 0.9, "phrase"),
+        (_PHRASE_RE if _may_hold_phrase(text) else None, 0.9, "phrase"),
         (_VOCATIVE_RE, 0.6, "vocative"),
     ):
+        if regex is None:
+            continue
         for m in regex.finditer(text):
             if tag == "vocative" and _everyday_opener(m.group("name")):
                 continue  # "Conversely, you can ...", "Otherwise, I ..."
+            if tag == "title" and _product_after_title(m):
+                continue  # "MS Windows", "Ms. Office": a vendor, not a title
             span = _trim_name(text, m.start("name"), m.end("name"))
             if span:
                 out.append(Detection(*span, "PERSON", score, f"names:{tag}"))

@@ -1,4 +1,4 @@
-"""spaCy NER, loaded through presidio's ``NlpEngineProvider`` and slimmed for speed.
+"""spaCy NER, loaded as presidio's spaCy engine loads it and slimmed for speed.
 
 * Only the ``ner`` pipe runs (in ``en_core_web_sm`` it has its own tok2vec, so the
   tagger, parser, attribute ruler and lemmatizer can all go; nothing we use reads
@@ -58,6 +58,10 @@ _COMMON = frozenset(
     december step steps error warning info debug true false none null
     """.split()
 )
+
+
+#: Longer NER texts are not remembered (bounds the cache's memory).
+_CACHE_MAX_CHARS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,17 +154,21 @@ class NerRunner:
         score: float = 0.85,
         min_chars: int = 2,
         batch_size: int = 256,
+        cache_size: int = 4096,
     ) -> None:
         self.model_name = model_name
         self.entity_types = frozenset(entity_types)
         self.score = score
         self.min_chars = min_chars
         self.batch_size = batch_size
+        self.cache_size = cache_size
+        self._cache: dict[str, tuple[Detection, ...]] = {}
+        self._cache_lock = threading.Lock()
         self.nlp: Any = None
         self.label_map: dict[str, str] = dict(LABEL_MAP)
 
     def load(self) -> None:
-        """Create the presidio spaCy engine and keep only the NER pipe.
+        """Load the spaCy model and keep only the NER pipe (on first use).
 
         The loaded pipeline is shared by every runner of the same model in the
         process (``_load_shared``): a job's stages (redact, evidence, memory
@@ -186,28 +194,51 @@ class NerRunner:
         One ``nlp.pipe`` over all texts, longest first so each padded batch holds
         texts of similar length. (Packing many short texts into one document was
         measured: no faster, and neighbours changed the labels.)
+
+        Each distinct text runs once, and results are remembered for the last
+        ``cache_size`` distinct texts: candidate windows repeat across a session
+        and across sessions (system prompts, tool banners, quoted policy text),
+        and a window's entities do not depend on what else shares its batch
+        (spaCy pads between documents), the same assumption the ``Redactor``'s
+        per-text detection cache makes.
         """
         if not texts:
             return []
         self.load()
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        results: list[list[Detection]] = [[] for _ in texts]
+        known: dict[str, tuple[Detection, ...]] = {}
+        todo = []
+        with self._cache_lock:
+            for text in dict.fromkeys(texts):
+                found = self._cache.get(text)
+                if found is None:
+                    todo.append(text)
+                else:
+                    known[text] = found
+        todo.sort(key=len, reverse=True)
         wanted = self.wanted_labels
-        docs = self.nlp.pipe((texts[i] for i in order), batch_size=self.batch_size)
-        for idx, doc in zip(order, docs, strict=True):
-            text = texts[idx]
+        docs = self.nlp.pipe(todo, batch_size=self.batch_size)
+        for text, doc in zip(todo, docs, strict=True):
+            dets = []
             for ent in doc.ents:
                 if ent.label_ not in wanted:
                     continue
                 etype = self.label_map[ent.label_]
                 span = self._clean(text, ent.start_char, ent.end_char, etype)
                 if span is not None:
-                    results[idx].append(
+                    dets.append(
                         Detection(
                             span[0], span[1], etype, self.score, f"ner:{ent.label_}"
                         )
                     )
-        return results
+            known[text] = tuple(dets)
+        with self._cache_lock:
+            cache = self._cache
+            for text in todo:
+                if len(text) <= _CACHE_MAX_CHARS:
+                    cache[text] = known[text]
+            while len(cache) > self.cache_size:
+                del cache[next(iter(cache))]  # oldest first (insertion order)
+        return [list(known[t]) for t in texts]
 
     def _clean(
         self, text: str, start: int, end: int, etype: str
@@ -249,23 +280,13 @@ def _load_shared(model_name: str) -> tuple[Any, dict[str, str]]:
 
 
 def _load(model_name: str) -> tuple[Any, dict[str, str]]:
-    from presidio_analyzer.nlp_engine import NlpEngineProvider  # noqa: PLC0415
+    """The model as presidio's spaCy engine loads it (``spacy.load``), without
+    presidio's engine around it: importing that pulls in transformers and torch
+    (seconds per process, ``pipelines.redact.loading``) for nothing we use."""
+    from pipelines.redact.loading import load_spacy  # noqa: PLC0415
 
-    provider = NlpEngineProvider(
-        nlp_configuration={
-            "nlp_engine_name": "spacy",
-            "models": [{"lang_code": "en", "model_name": model_name}],
-            "ner_model_configuration": {
-                "model_to_presidio_entity_mapping": LABEL_MAP,
-                "labels_to_ignore": [],
-                "low_score_entity_names": [],
-            },
-        }
-    )
-    engine = provider.create_engine()
-    nlp = engine.nlp["en"]
+    nlp = load_spacy(model_name)
     for name in list(nlp.pipe_names):
         if name != "ner":
             nlp.disable_pipe(name)
-    mapping = engine.ner_model_configuration.model_to_presidio_entity_mapping
-    return nlp, dict(mapping or LABEL_MAP)
+    return nlp, dict(LABEL_MAP)

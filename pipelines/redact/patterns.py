@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from pipelines.redact.lexicon import COMMON_WORDS as _COMMON_WORDS
 from pipelines.redact.lexicon import FIRST_NAMES, zipf_en
 from pipelines.redact.spans import Detection
+from pipelines.redact.textkind import has_digit
 
 # ------------------------------------------------------------------------ e-mail
 
@@ -113,12 +114,32 @@ _PHONE_CAND_RE = re.compile(
     r"(?:\s{0,2}(?:x|ext\.?|extension)\s{0,2}\d{1,6})?(?![\w\-/:@]|\.\d)"
 )
 #: A date or a time; only a whole one ("+61-3-6716-1247" holds "61-3-6716").
+#: Digit runs no phone candidate can enter: 67+ digits (a path through
+#: ``_PHONE_CAND_RE`` holds at most 2+4+6*10 = 66 digits without a separator) or
+#: 16+ digits glued to a letter, ``_``, ``:`` or ``@`` (every end inside the run
+#: or right after it fails the final lookahead, and the run cannot be left). The
+#: regex would still try every split of such a run into groups before giving up:
+#: seconds on one long binary or big-integer string (CTF tool outputs).
+_DEAD_DIGITS = re.compile(r"\d(?<!\d\d)(?:\d{66,}|\d{15,}(?=[^\W\dxe]|[:@]))")
 _DATE_LIKE = re.compile(
     r"(?<![\d+\-/.])(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})"
     r"(?![-/.]?\d)|\d{1,2}:\d{2}|^\d{2,4}[-/.]\d{1,2}[-/.]\d{1,2}$"
 )
 _GROUPED = re.compile(r"\d[ .\-/\u00a0]\(?\d|\)\s?\d")
 _DEFAULT_REGIONS = ("US", "GB", "DE", "FR", "IL", "IN", "CA", "BR", "AU", "NL")
+
+
+def _mask_dead_digits(text: str) -> str:
+    """``text`` with each ``_DEAD_DIGITS`` run but its first digit turned into
+    ``a``: same length, and ``_PHONE_CAND_RE`` finds exactly the same matches.
+
+    ``a`` is a word character like a digit (lookbehinds and lookaheads at the
+    run's edges see the same class) but no path consumes it; the first digit
+    stays so ``.`` before the run still reads as a decimal point (``\\.\\d``).
+    """
+    if not _DEAD_DIGITS.search(text):
+        return text
+    return _DEAD_DIGITS.sub(lambda m: m.group(0)[0] + "a" * (len(m.group(0)) - 1), text)
 
 
 class PhoneFinder:
@@ -145,6 +166,15 @@ class PhoneFinder:
             self._pn = phonenumbers
         return self._pn
 
+    def warm(self) -> None:
+        """Load every region's metadata now (``phonenumbers`` loads each on first
+        use, a second in all, else spent inside the first batches)."""
+        pn = self._phonenumbers()
+        for region in pn.SUPPORTED_REGIONS:
+            pn.PhoneMetadata.metadata_for_region(region)
+        for code in pn.COUNTRY_CODES_FOR_NON_GEO_REGIONS:
+            pn.PhoneMetadata.metadata_for_nongeo_region(code)
+
     def _valid(self, candidate: str, any_region: bool = False) -> bool:
         """Valid in one of ``regions`` (or, ``any_region``, in any region at all:
         only asked for the few candidates a phone cue already points at, as
@@ -165,8 +195,8 @@ class PhoneFinder:
     def find(self, text: str) -> list[Detection]:
         """Phone detections in ``text``."""
         out = []
-        for m in _PHONE_CAND_RE.finditer(text):
-            cand = m.group(0)
+        for m in _PHONE_CAND_RE.finditer(_mask_dead_digits(text)):
+            cand = text[m.start() : m.end()]
             digits = sum(ch.isdigit() for ch in cand)
             if digits < 7 or digits > 18:
                 continue
@@ -509,7 +539,8 @@ POSTCODE = (
     r"|[A-Z]{1,2}\d[A-Z\d]?[ \t]?\d[A-Z]{2}|[A-Z]\d[A-Z][ \t]?\d[A-Z]\d"
 )
 _ZIP_CONTEXT_RE = re.compile(
-    r"(?i)\b(?:zip|zip code|zipcode|postal code|postcode|post code|plz|cep)\b"
+    r"(?i)(?<![.\-/])\b(?:zip|zip code|zipcode|postal code|postcode|post code|plz"
+    r"|cep)\b"
     r"(?:[^\n\d:]{0,30}?\b(?:is|was)\b)?\s*[:#]?\s*"
     r"(?P<zip>(?-i:" + POSTCODE + r"))(?![\w\-])"
 )
@@ -690,6 +721,20 @@ def _strong_matches(text: str) -> list[re.Match[str]]:
     return matches
 
 
+#: A number that a tab or a column gap follows: the line number of a ``cat -n``
+#: or editor listing ("   191\tdef close(self)", "113\t  row = ..."), a table
+#: cell, never a house number, which one space separates from its street.
+_LISTING_NUMBER_RE = re.compile(r"\d{1,6}[a-zA-Z]?(?:\t| {2,})")
+
+
+def _not_house_number(text: str, start: int) -> bool:
+    """Whether the number at ``start`` is a listing line number or the decimals
+    of a measure ("891.82 square kilometers"), so no street starts there."""
+    if _LISTING_NUMBER_RE.match(text, start):
+        return True
+    return start >= 2 and text[start - 1] in ".," and text[start - 2].isdigit()
+
+
 def find_addresses(text: str) -> list[Detection]:
     """Postal addresses (street, unit, city lines, zip) typed LOCATION.
 
@@ -699,7 +744,7 @@ def find_addresses(text: str) -> list[Detection]:
     street named after a person stays one address). Both extend over the rest of
     the line and following short address lines (city, region, zip).
     """
-    if not any(ch.isdigit() for ch in text):
+    if not has_digit(text):
         return []
     hint = _has_hint(text)
     cue = _ADDRESS_CUE.search(text) is not None
@@ -710,6 +755,8 @@ def find_addresses(text: str) -> list[Detection]:
             start, end = m.start(), m.start() + len(value)
             if _FUNCTION_WORD.search(value):
                 continue  # "2023 with Dr. Kim": prose, not a street
+            if value[:1].isdigit() and _not_house_number(text, start):
+                continue  # "  47\t    st.text(": a listing, not a street
             if not any(ch.isdigit() for ch in value) and not re.match(
                 r"[ \t,]*\d", text[end : end + 8]
             ):
@@ -720,6 +767,8 @@ def find_addresses(text: str) -> list[Detection]:
         for m in _WEAK_RE.finditer(text):
             value = m.group(0).rstrip(" .")
             start, end = m.start(), m.start() + len(value)
+            if _not_house_number(text, start):
+                continue
             words = re.findall(_WORD, value)
             if not any(w[0].isupper() or not w.isascii() for w in words if len(w) >= 3):
                 continue
@@ -818,6 +867,8 @@ def find_us_streets(text: str) -> list[Detection]:
     out = []
     for m in _US_CAND_RE.finditer(text):
         cand = m.group(0)
+        if cand[0] == "0" or _not_house_number(text, m.start()):
+            continue  # "0005 Extract OS": a hex dump offset, not a house number
         try:
             tokens = parse(cand)
         except Exception:  # noqa: BLE001 - the CRF may choke on odd input

@@ -12,8 +12,8 @@ Imports presidio, so only ``Redactor.setup()`` (or a caller that wants a presidi
 * ``build_analyzer(policy)``: a presidio ``AnalyzerEngine`` whose registry holds the
   above plus presidio's spaCy recognizer on the slim pipeline, for callers that want
   presidio's API (the ``Redactor`` fast path does not go through it).
-* ``PseudonymOperator`` / ``MaskOperator``: anonymizer operators the ``Redactor``
-  registers on presidio's ``AnonymizerEngine``.
+* ``PseudonymOperator`` / ``MaskOperator``: re-exported from
+  ``pipelines.redact.operators`` (which does not import presidio's analyzer).
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from presidio_analyzer import (
     PatternRecognizer,
     RecognizerResult,
 )
-from presidio_anonymizer.entities import InvalidParamError
-from presidio_anonymizer.operators import Operator, OperatorType
 
 from pipelines.redact.offline import ensure_offline_tldextract
+from pipelines.redact.operators import MaskOperator, PseudonymOperator  # noqa: F401
 from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
 from pipelines.redact.secrets import (
     TOKEN_RULES,
@@ -219,47 +218,3 @@ def build_analyzer(policy: Any) -> Any:
     return AnalyzerEngine(
         registry=registry, nlp_engine=engine, supported_languages=["en"]
     )
-
-
-# ------------------------------------------------------------------ operators
-
-
-class PseudonymOperator(Operator):
-    """``<TYPE:hmac>`` via the ``Pseudonymizer`` and tenant given in params."""
-
-    def operate(self, text: str = "", params: dict | None = None) -> str:  # noqa: D102
-        assert params is not None
-        return params["pseudonymizer"].placeholder(
-            params["tenant_id"], params["entity_type"], text
-        )
-
-    def validate(self, params: dict | None = None) -> None:  # noqa: D102
-        if not params or "pseudonymizer" not in params or "tenant_id" not in params:
-            raise InvalidParamError("pseudonymizer and tenant_id are required")
-
-    def operator_name(self) -> str:  # noqa: D102
-        return "ctxledger_pseudonym"
-
-    def operator_type(self) -> OperatorType:  # noqa: D102
-        return OperatorType.Anonymize
-
-
-class MaskOperator(Operator):
-    """Overwrite all but the last ``keep_last`` characters with ``masking_char``."""
-
-    def operate(self, text: str = "", params: dict | None = None) -> str:  # noqa: D102
-        assert params is not None
-        keep = min(int(params.get("keep_last", 0)), len(text))
-        char = params.get("masking_char", "*")
-        return char * (len(text) - keep) + (text[len(text) - keep :] if keep else "")
-
-    def validate(self, params: dict | None = None) -> None:  # noqa: D102
-        char = (params or {}).get("masking_char", "*")
-        if not isinstance(char, str) or len(char) != 1:
-            raise InvalidParamError("masking_char must be one character")
-
-    def operator_name(self) -> str:  # noqa: D102
-        return "ctxledger_mask"
-
-    def operator_type(self) -> OperatorType:  # noqa: D102
-        return OperatorType.Anonymize

@@ -36,6 +36,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 
 from pipelines.redact.lexicon import common_english
 from pipelines.redact.spans import Detection
@@ -1112,6 +1113,37 @@ def prose_value_ok(key: str, value: str) -> bool:
     return len(value) >= (4 if password else 6)
 
 
+#: Words of the common-password list that, after "the password is", describe
+#: the password rather than being it ("the password is hidden").
+_STATE_WORDS = frozenset({"hidden", "private"})
+_TOLD = re.compile(r"(?i)\b(?:is|was)\b")
+
+
+@cache
+def _common_passwords() -> frozenset[str]:
+    """The 30,000 most used passwords (zxcvbn's list, from real leaks).
+
+    ``password``, ``admin``, ``letmein``, ``dragon`` are everyday words or
+    placeholders everywhere else, so ``prose_value_ok`` lets them pass; told
+    as a password ("my password is password") they are the secret itself.
+    The list holds no state words (``required``, ``incorrect``, ``expired``),
+    so "the password is required" stays text.
+    """
+    from zxcvbn.frequency_lists import FREQUENCY_LISTS  # noqa: PLC0415
+
+    return frozenset(FREQUENCY_LISTS["passwords"]) - _STATE_WORDS
+
+
+def common_password_told(key: str, separator: str, value: str) -> bool:
+    """Whether ``value`` is a well-known password told as one ("my password is
+    admin", "the PIN was 1234"): a password word, then ``is``/``was``."""
+    if not key.lower().startswith(("pass", "pw", "pin")):
+        return False
+    if not _TOLD.search(separator):
+        return False  # "password: string" in code is a type, not a value
+    return value.lower() in _common_passwords()
+
+
 def prose_secrets(text: str) -> Iterator[tuple[str, int, int]]:
     """``(family, start, end)`` of each secret told in prose (``_PROSE_RE``)."""
     for m in _PROSE_RE.finditer(text):
@@ -1128,7 +1160,10 @@ def prose_secrets(text: str) -> Iterator[tuple[str, int, int]]:
         elif value[-1:] in ".,:!?" and text[end : end + 1] not in "\"'`\u201d\u2019":
             value = value.rstrip(".,:!?")
             end = start + len(value)
-        if len(value) < 3 or not prose_value_ok(key, value):
+        separator = text[m.end("key") : m.start("val")]
+        if len(value) < 3 or not (
+            prose_value_ok(key, value) or common_password_told(key, separator, value)
+        ):
             continue
         low = key.lower()
         family = "PASSWORD" if low.startswith(("pass", "pw", "pin")) else "SECRET"

@@ -28,7 +28,12 @@ shares a token with a well-evidenced name elsewhere in the same text:
   are revoked", "Etiquette dictates") or lower case;
 * **technology name**: the word also occurs lower case inside an identifier, path
   or URL of the same text (``Prometheus`` beside ``kube-prometheus``, ``Clang``
-  beside ``libclang``), which people's names practically never do.
+  beside ``libclang``), which people's names practically never do, or stands
+  before a release number ("Git 2.37.2"), or sits in a list with identifiers
+  ("TensorFlow, Theano, Caffe");
+* **words, not names** (round 3): a capitalised everyday word the same text also
+  writes in lower case ("this License" beside "licenses"), a lower-case NER
+  guess with no name-bank hit.
 
 Pure functions over the text and the candidates; the word frequencies
 (``lexicon.zipf_en``), the name bank and the gazetteer load on the first
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 
 from pipelines.redact.lexicon import FIRST_NAMES, zipf_en
@@ -103,6 +108,7 @@ _TECH_HEAD = (
     r"syntax|functions?|tools?|pipelines?|workers?|jobs?|tables?|schemas?|"
     r"commits?|branch|builds?|runners?|sql|syntax|support|users?|projects?)\b"
 )
+_TECH_HEAD_RE = re.compile(_TECH_HEAD)
 #: Someone addressed by name: "Bob, please investigate", "Anne, can you".
 _VOCATIVE_AFTER_RE = re.compile(
     r",[ \t]+(?i:please|can|could|would|will|i|you|do|did|are|have|thanks|"
@@ -136,6 +142,10 @@ def is_identifier(word: str) -> bool:
     return False
 
 
+#: A lower-case word on its own: not part of a path, identifier or URL.
+_LOWER_WORD_RE = re.compile(r"(?<![\w./\\\-@#$])[a-z][a-z'’]+(?![\w/\\\-@(]|\.\w)")
+
+
 class _Context:
     """Per-text facts the rules share, built lazily once per text."""
 
@@ -144,6 +154,13 @@ class _Context:
         self._line_starts: list[int] | None = None
         self._fences: list[int] | None = None
         self._technical: bool | None = None
+        self._lower_words: frozenset[str] | None = None
+
+    def lower_words(self) -> frozenset[str]:
+        """Lower-case words standing alone in the text (not in paths/identifiers)."""
+        if self._lower_words is None:
+            self._lower_words = frozenset(_LOWER_WORD_RE.findall(self.text))
+        return self._lower_words
 
     def technical(self) -> bool:
         """Whether the whole text is technical (see ``_is_technical_text``)."""
@@ -285,6 +302,62 @@ def _ordinary_words(text: str, det: Detection, words: list[str]) -> bool:
     return _sentence_initial(text, det.start)
 
 
+def _lower_case_twin(ctx: _Context, det: Detection, words: list[str]) -> bool:
+    """One capitalised common word that the same text also writes lower case.
+
+    Licences, manuals and books capitalise defined terms and nouns mid-sentence
+    ("this License", "the Document", "in Normal mode") and NER reads them as
+    names; when the text also uses the word in lower case ("a license", "normal
+    text") it is a word there, not a name. Words that are given names somewhere
+    (lexicon or name bank: "Pearl", "Grace", "Rich") stay, and a LOCATION is
+    judged so only in technical text ("Nice" the city beside "nice").
+    """
+    if len(words) != 1 or not words[0][:1].isupper() or words[0].isupper():
+        return False
+    if det.entity_type != "PERSON" and not ctx.technical():
+        return False
+    word = _POSSESSIVE_RE.sub("", words[0])
+    low = word.lower()
+    if not is_common_word(word) or _given_name(word):
+        return False
+    lower = ctx.lower_words()  # built once per text, only when needed
+    return any(low + end in lower for end in _INFLECTIONS)
+
+
+#: Endings under which a lower-case twin counts ("License" beside "licenses").
+_INFLECTIONS = ("", "s", "es", "d", "ed", "ing")
+
+
+def _no_name_word(det: Detection, words: list[str]) -> bool:
+    """An NER PERSON in lower case that no country uses as a name.
+
+    Without capitals NER's guess rests on nothing but the word's position ("the
+    lantern", a Latin phrase). Such a candidate goes when none of its words is a
+    given name (lexicon or name bank) or a family name (name bank) anywhere: the
+    bank holds about a million names of 105 countries, so a real name nearly
+    always has a hit ("justin bieber", "okafor"). Capitalised words are not
+    judged so: famous surnames are frequent English words too ("Hitler").
+    """
+    if det.entity_type != "PERSON":
+        return False
+    if not det.recognizer.removeprefix("repeat:").startswith("ner:PERSON"):
+        return False
+    content = [w for w in words if w.lower() not in _CONNECTORS]
+    if not content:
+        return False
+    if not all(w.islower() for w in content):
+        return False
+    bank = _bank()
+    if bank is None:
+        return False
+    return not any(
+        w.lower() in FIRST_NAMES
+        or bank.in_first(_POSSESSIVE_RE.sub("", w))
+        or bank.in_last(_POSSESSIVE_RE.sub("", w))
+        for w in content
+    )
+
+
 def _given_name(word: str) -> bool:
     """A given name somewhere (name bank when installed, else the lexicon)."""
     if word.lower() in FIRST_NAMES:
@@ -324,14 +397,40 @@ def _technology_name(text: str, words: list[str]) -> bool:
     return any(_technology_word(text, w, others - {w.lower()}) for w in words)
 
 
+def _followed_by_tech_head(text: str, word: str) -> bool:
+    """``re.search(re.escape(word) + _TECH_HEAD, text)`` without compiling a
+    pattern per word (each word missed ``re``'s cache and paid a compile of the
+    long head alternation): try the head after every occurrence, overlapping
+    ones included, as the search would."""
+    pos = text.find(word)
+    while pos >= 0:
+        if _TECH_HEAD_RE.match(text, pos + len(word)):
+            return True
+        pos = text.find(word, pos + 1)
+    return False
+
+
+def _occurrences(text: str, word: str) -> Iterator[tuple[int, int]]:
+    """Non-overlapping ``(start, end)`` of ``word`` in ``text``, left to right
+    (what ``re.finditer(re.escape(word), text)`` yields)."""
+    pos = text.find(word)
+    while pos >= 0:
+        yield pos, pos + len(word)
+        pos = text.find(word, pos + len(word))
+
+
 def _technology_word(text: str, word: str, others: set[str]) -> bool:
-    if len(word) < 4:
+    if len(word) < 3:
         return False
-    if re.search(re.escape(word) + _TECH_HEAD, text):  # "Grafana dashboard"
+    if _followed_by_tech_head(text, word):  # "Grafana dashboard"
         return True
+    if _versioned(text, word):  # "Git 2.37.2", "Python 3.11": a release
+        return True
+    if len(word) < 4:  # "git" is inside too many other tokens
+        return False
     low = word.lower()
-    for m in re.finditer(re.escape(low), text):  # "kube-prometheus", "libclang"
-        s, e = m.start(), m.end()
+    for start, end in _occurrences(text, low):  # "kube-prometheus", "libclang"
+        s, e = start, end
         while s > 0 and not text[s - 1].isspace() and text[s - 1] not in "\"'`(<[":
             s -= 1
         while e < len(text) and not text[e].isspace() and text[e] not in "\"'`)>],":
@@ -341,10 +440,85 @@ def _technology_word(text: str, word: str, others: set[str]) -> bool:
             continue
         if any(o in token.lower() for o in others):  # a slug of the name itself
             continue
-        if m.end() < len(text) and text[m.end()].isalpha():  # "gene" in "general"
+        if end < len(text) and text[end].isalpha():  # "gene" in "general"
             continue
         if any(c in token for c in "-_./:") or any(c.isdigit() for c in token):
             return True
+    return False
+
+
+#: A release number after a word: "Git 2.0", "Windows 10.1", "Pony v0.38".
+_VERSION_AFTER_RE = re.compile(
+    r"[ \t]+v?\d+(?:\.\d+)+(?![\d.]*[ \t]*(?:%|[kKmMgGtT]?i?[bB]\b|m?s\b|x\b))"
+)
+
+
+def _versioned(text: str, word: str) -> bool:
+    """The word stands before a dotted version number somewhere in the text.
+
+    Software is named with its release ("Git 2.0", "Python 3.11.4"); a person
+    or a place is not followed by one (a measure such as "Tom 2.5 GB" is not a
+    release either). A plain ``str.find`` walk: no regex compiled per word.
+    """
+    pos = text.find(word)
+    while pos >= 0:
+        end = pos + len(word)
+        if (pos == 0 or not text[pos - 1].isalnum()) and _VERSION_AFTER_RE.match(
+            text, end
+        ):
+            return True
+        pos = text.find(word, end)
+    return False
+
+
+_LIST_SPLIT_RE = re.compile(
+    r"[ \t]*(?:,|;|/)[ \t]*(?:(?:and|or)[ \t]+)?|[ \t]+(?:and|or)[ \t]+"
+)
+
+
+def _code_name(word: str) -> bool:
+    """An identifier-shaped word: "TensorFlow", "numpy.ndarray", "snake_case";
+    not a degree or initials ("M.Pd", "Ph.D", "e.g.") nor a number ("3.11")."""
+    if len(word) <= 3 or not word[0].isalpha():
+        return False
+    if "." in word:  # a dotted path has a lower-case segment of 2+ letters
+        parts = word.split(".")
+        return all(len(p) >= 2 for p in parts) and any(
+            p.isalpha() and p.islower() for p in parts
+        )
+    return is_identifier(word)
+
+
+def _listed_with_identifiers(ctx: _Context, det: Detection) -> bool:
+    """The span is an item of an enumeration that also lists identifiers.
+
+    "TensorFlow, Theano, Caffe, and CNTK", "Django, Flask or FastAPI": a list
+    whose other items are CamelCase, snake_case or dotted names enumerates
+    software, so a capitalised item in it is software too. People are listed
+    with people, and their lists hold no ``NumPy``.
+    """
+    if not ctx.technical():
+        return False
+    line_start, line_end = ctx.line_bounds(det.start)
+    line = ctx.text[line_start:line_end]
+    if line.count(",") + line.count(" and ") + line.count(" or ") < 2:
+        return False
+    value = ctx.text[det.start : det.end]
+    items: list[tuple[int, str]] = []
+    pos = 0
+    for m in _LIST_SPLIT_RE.finditer(line):
+        items.append((line_start + pos, line[pos : m.start()]))
+        pos = m.end()
+    items.append((line_start + pos, line[pos:]))
+    for i, (start, item) in enumerate(items):
+        if not start <= det.start < start + len(item) + 1:
+            continue
+        if not item.rstrip(" .)").endswith(value):
+            return False  # the span is part of a longer phrase
+        # the word next to each separator: "such as TensorFlow, Theano"
+        before = [n.split()[-1] for _, n in items[max(0, i - 2) : i] if n.split()]
+        after = [n.split()[0] for _, n in items[i + 1 : i + 3] if n.split()]
+        return any(_code_name(w.strip(".,()`'\"")) for w in before + after)
     return False
 
 
@@ -383,7 +557,13 @@ def is_technical(text: str, det: Detection, ctx: _Context | None = None) -> str 
         return "heading"
     if _ordinary_words(text, det, words):
         return "ordinary"
+    if _lower_case_twin(ctx, det, words):
+        return "ordinary"
+    if _no_name_word(det, words):
+        return "ordinary"
     if _technology_name(text, words):
+        return "tech"
+    if _listed_with_identifiers(ctx, det):
         return "tech"
     if ctx.technical() and _unsupported_in_technical_text(det, words):
         return "techtext"
@@ -391,11 +571,20 @@ def is_technical(text: str, det: Detection, ctx: _Context | None = None) -> str 
 
 
 #: Code evidence that makes a whole text technical: a fence, inline code, a
-#: Markdown/RST heading or directive, a shell prompt, a traceback line.
+#: Markdown/RST heading or directive, a shell prompt, a traceback line, a
+#: coding agent's file view or listing frame, a diff, ``ls -l`` or shell error.
 _TECH_TEXT_RE = re.compile(
     r"^\s*(?:```|~~~|#{1,6}\s|\.\. \w|\$ \S|>>> |Traceback |File \"|[=\-]{4,}\s*$)"
     r"|^[\w./\-]+\.\w{1,5}:\d+:"  # grep -n / compiler output: "src/a.py:12:"
-    r"|`[^`\n]+`",
+    r"|`[^`\n]+`"
+    # coding-agent tool frames (SWE-agent, OpenHands): "[File: x.py (9 lines
+    # total)]", "(Open file: ...)", "bash-$", "Here's the result of running"
+    r"|^(?:\[File: |\(Open file: |\(Current directory: |bash-\$"
+    r"|Here's the (?:result of running|files and directories))"
+    r"|^(?:diff --git |@@ -\d|[+\-]{3} [ab]/|index [0-9a-f]{7,}\.\.)"  # a diff
+    r"|^[dlcb\-][rwxsStT\-]{9}[.+@]?\s+\d"  # ls -l
+    r"|^[ \t]*\d+(?:\t|\|)|^\d+:(?![\d ])"  # numbered listing: "  12\t", "12:x"
+    r"|^(?:bash|sh|zsh|/bin/sh): |^make(?:\[\d+\])?: \*\*\*",  # shell errors
     re.M,
 )
 #: Identifier tokens (snake_case, dotted.path, CamelCase); not URLs, e-mails,
@@ -430,6 +619,10 @@ def _unsupported_in_technical_text(det: Detection, words: list[str]) -> bool:
     """
     if len(words) == 1:
         word = _POSSESSIVE_RE.sub("", words[0])
+        if det.entity_type == "PERSON" and "ORG->" in det.recognizer:
+            # NER read an organisation and only the name bank made it a
+            # person ("the Perl implementation", "Theano"): a lexicon name only
+            return word.lower() not in FIRST_NAMES
         if det.entity_type == "PERSON":
             return not _strong_given(word)
         return _places_known() and not _is_place(word) and not _strong_given(word)

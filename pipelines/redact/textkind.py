@@ -54,6 +54,18 @@ _DATA_TOKEN = re.compile(
 )
 
 
+_DIGIT = re.compile(r"\d")
+
+
+def has_digit(text: str) -> bool:
+    """``any(ch.isdigit() for ch in text)`` at C speed: every ``\\d`` (Unicode
+    Nd) is a digit to ``isdigit``; only non-ASCII text without one can still
+    hold an ``isdigit``-only character (``²``, ``①``)."""
+    if _DIGIT.search(text) is not None:
+        return True
+    return not text.isascii() and any(ch.isdigit() for ch in text)
+
+
 def is_prose_line(line: str) -> bool:
     """A cheap classifier: does this line read as natural language?
 
@@ -65,7 +77,7 @@ def is_prose_line(line: str) -> bool:
     if _CODE_START.match(line):
         return False
     s = line.strip()
-    if "@" in s or any(ch.isdigit() for ch in s):
+    if "@" in s or has_digit(s):
         # an e-mail, a phone, an IBAN or an IP in a sentence is data, not code:
         # "Amanda Moore called from +1-863-550-6819x77660 yesterday."
         s = _DATA_TOKEN.sub("data", s)

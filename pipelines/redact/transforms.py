@@ -47,7 +47,7 @@ class RedactSessionFn(beam.DoFn):
         def redact(fields):
             return self.redactor.redact_batch(fields, tenant)
 
-        built = normalize_session(draft, info, redact)
+        built = normalize_session(draft, info, redact, self.policy.sources)
         self.messages.inc(len(built.messages))
         yield built.session
         for message in built.messages:

@@ -7,6 +7,15 @@ change), appends the run's bookkeeping rows (landing files read, dead letters),
 re-runs the memory lifecycle (retention, consent, supersession) over the result,
 and stores the diff in ``backfill_diffs`` beside the ``runs`` row. If nothing
 differs it rolls back: an unchanged history gets no snapshot.
+
+Memory vectors are not content (``warehouse.replace.NOT_CONTENT``): a memory
+whose text and provenance are the same keeps its row, and its vector, even if
+the re-derived vector differs in the last float bits or was not computed
+(deferred embedding). Only when the re-derived row carries a vector of another
+model than the stored one (the policy's ``evidence.embedding.model`` changed,
+or the stored row has none) is the stored vector replaced in place
+(``refresh_memory_vectors``, counted as ``memories / re_embedded``).
+Re-admitted memories are embedded like the nightly's (``MemoryVectors``).
 """
 
 from __future__ import annotations
@@ -49,6 +58,9 @@ class BackfillScope:
     base_snapshot: int
     memory_settings: object
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: Embeds re-admitted memories (``MemoryVectors``); None: one for the
+    #: run's policy (``JobConfig.policy_file``), loading the model only if used.
+    memory_embed: object | None = None
 
 
 class _NothingChangedError(Exception):
@@ -100,6 +112,36 @@ def redaction_changes(con, new_messages_sql: str) -> list[tuple]:
     return [(r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
 
+def refresh_memory_vectors(con, staged_memories_sql: str) -> int:
+    """Give in-scope stored memories the re-derived vector where it is of
+    another model than theirs (or they have none); returns the rows updated.
+
+    After ``replace_scope``, inside the transaction, with the scope tables
+    registered. Rows whose model is unchanged keep their vector (re-derived
+    floats may differ in the last bits: not a change); a re-derived row
+    without a vector (deferred embedding, a failed batch) never clears one.
+    """
+    columns = {
+        r[0]
+        for r in con.execute(
+            f"SELECT column_name FROM (DESCRIBE SELECT * FROM ({staged_memories_sql}))"
+        ).fetchall()
+    }
+    if not {"embedding", "embed_model"} <= columns:
+        return 0
+    row = con.execute(
+        "UPDATE memories SET embedding = v.embedding, embed_model = v.embed_model "
+        "FROM (SELECT DISTINCT ON (memory_id) memory_id, embedding, embed_model "
+        f"  FROM ({staged_memories_sql}) "
+        "  WHERE embedding IS NOT NULL AND embed_model IS NOT NULL "
+        "  ORDER BY memory_id) v "
+        "WHERE memories.memory_id = v.memory_id "
+        f"AND memories.{REPLACED['memories']} "
+        "AND memories.embed_model IS DISTINCT FROM v.embed_model"
+    ).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
 def _diff_rows(
     run_id: str,
     base: int,
@@ -109,6 +151,7 @@ def _diff_rows(
     gate_expired: int,
     reembedded: int,
     reused: int,
+    memory_vectors: int = 0,
 ) -> list[BackfillChange]:
     def row(section, item, **figures):
         return BackfillChange(
@@ -141,6 +184,7 @@ def _diff_rows(
         row("memories", "expired", removed=lifecycle.expired + gate_expired),
         row("memories", "withdrawn", removed=lifecycle.withdrawn),
         row("memories", "superseded", updated=lifecycle.resolved),
+        row("memories", "re_embedded", updated=memory_vectors),
     ]
     led = tables["compression_ledger"]
     out += [
@@ -161,6 +205,14 @@ def _diff_rows(
         row("chunks", "removed", removed=chunks.deleted),
     ]
     return out
+
+
+def _memory_vectors(config: JobConfig):
+    """``MemoryVectors`` for the run's policy (the model loads only if used)."""
+    from pipelines.memory.embed import MemoryVectors
+    from schemas.policy import load_policy
+
+    return MemoryVectors(load_policy(config.policy_file).evidence.embedding)
 
 
 class ReplacingCommit:
@@ -212,6 +264,7 @@ class ReplacingCommit:
             f"SELECT session_id FROM ({_source(con, staged, 'sessions')})"
         ).fetchall()
         sessions = sorted(set(scope.sessions) | {r[0] for r in new_sessions})
+        embed = scope.memory_embed or _memory_vectors(config)
         lifecycle = MaintenanceResult()
         with wh.transaction():
             wh.take_commit_lock()
@@ -232,6 +285,9 @@ class ReplacingCommit:
             changes: dict[str, TableChange] = {}
             for table in REPLACED:
                 changes[table] = replace_scope(con, table, _source(con, staged, table))
+            memory_vectors = refresh_memory_vectors(
+                con, _source(con, staged, "memories")
+            )
             reembedded, reused = con.execute(
                 "SELECT count(*) FILTER (NOT embedding_reused), "
                 "count(*) FILTER (embedding_reused) FROM evidence_chunks "
@@ -251,8 +307,10 @@ class ReplacingCommit:
                 config.code_version,
                 lifecycle,
                 own_transaction=False,
+                embed=embed,
             )
             touched = sum(c.inserted + c.deleted for c in changes.values())
+            touched += memory_vectors
             if not touched and not appended and not lifecycle.changed:
                 raise _NothingChangedError
             inserted = {t: c.inserted for t, c in changes.items()}
@@ -267,6 +325,7 @@ class ReplacingCommit:
                 int(gate_expired),
                 int(reembedded or 0),
                 int(reused or 0),
+                memory_vectors,
             )
             con.register("__diff", to_table(BackfillChange, [d.row() for d in diff]))
             try:

@@ -25,6 +25,7 @@ import yaml
 
 from jobs.nightly import run_nightly
 from schemas.memory import ConsentRecord
+from schemas.policy import load_policy
 from warehouse import Warehouse
 from warehouse.memory_api import erase_subject, memories, record_consent
 
@@ -81,6 +82,18 @@ def lake(tmp_path_factory):
 def _rows(warehouse: Path, sql: str, params=()):
     with Warehouse.open(warehouse) as wh:
         return wh.query(sql, list(params)).fetchall()
+
+
+def _vectors(warehouse: Path, subject: str) -> list[tuple]:
+    """(model, width, unit norm) of the subject's user statements' vectors."""
+    return _rows(
+        warehouse,
+        "SELECT embed_model, len(embedding), "
+        "CASE WHEN embedding IS NOT NULL THEN "
+        "abs(list_dot_product(embedding, embedding) - 1) < 1e-3 END FROM memories "
+        "WHERE subject_id = ? AND source = 'user_stated'",
+        [subject],
+    )
 
 
 def test_nightly_1_rejects_without_basis_and_keeps_only_pointers(lake):
@@ -146,6 +159,11 @@ def test_nightly_2_a_consent_file_alone_readmits_with_provenance(lake):
             "FROM memory_rejections ORDER BY subject_id"
         ).fetchall()
     assert sorted(view.facts) == sorted(SAID["ana"]) == sorted(lake_view.facts)
+    # re-admitted memories carry their vector from the write, like the nightly's
+    model = load_policy(policy).evidence.embedding.model
+    assert _vectors(warehouse, "ana") == [(model, 384, True)] * 2
+    assert {m for m, _v in view.vectors.values()} == {model}
+    assert len(view.vectors) == len(view.items) == 2
     said = [r for r in rows if r[1] == "user_stated"]
     assert sorted(r[0] for r in said) == sorted(SAID["ana"])
     for _, _, valid_from, created_at, run_id, message_id, _, message_at in said:
@@ -201,6 +219,9 @@ def test_a_grant_with_nothing_new_readmits_in_the_retention_run(lake):
             "WHERE m.subject_id = 'bo'"
         ).fetchall()
     assert run == ("retention",)
+    assert _vectors(warehouse, "bo") == [
+        (load_policy(policy).evidence.embedding.model, 384, True)
+    ]
 
 
 def test_nightly_4_changes_nothing_and_forget_erases_the_pointers(lake):

@@ -2,7 +2,8 @@
 
 The nightly commits chunks without a vector (BM25 finds them at once and the
 hit says so); ``ctxledger embed`` fills every vector in one snapshot, keeping
-chunk ids and text; a second ``embed`` does nothing; search is hybrid after.
+chunk ids and text, and the memories' vectors in the same snapshot; a second
+``embed`` does nothing; search is hybrid after.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ they read the new key. Check the gateway health endpoint afterwards.
 Restore the previous key version from vault and restart the gateway again.
 """
 ORDERS = "lookup_orders: order 7731 shipped by parcelco, eta friday"
+STATED = "I prefer short answers with bullet points."
 
 
 def _landing(landing: Path) -> None:
@@ -51,8 +53,21 @@ def _landing(landing: Path) -> None:
         {"session_id": "s2", "turn": 2, "role": "tool", "content": ORDERS,
          "tool_call_id": "c2", "name": "lookup_orders", "status": "ok",
          "created_at": "2025-03-02T09:00:02Z"},
+        {"session_id": "s2", "turn": 3, "role": "user", "content": STATED,
+         "created_at": "2025-03-02T09:00:03Z"},
     ]  # fmt: skip
     (folder / "chat.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    grant = {"event": "grant", "tenant_id": "acme", "subject_id": "cust-2",
+             "purpose": "support", "basis": "consent",
+             "at": "2025-03-01T00:00:00Z"}  # fmt: skip
+    (landing.parent / "consent.jsonl").write_text(json.dumps(grant) + "\n")
+
+
+def _memory_vectors(path: Path) -> list[tuple]:
+    with Warehouse.open(path) as wh:
+        return wh.query(
+            "SELECT text, embed_model, len(embedding) FROM memories ORDER BY text"
+        ).fetchall()
 
 
 def _chunks(path: Path) -> dict[str, tuple[str, bool]]:
@@ -88,9 +103,11 @@ def test_deferred_nightly_then_embed(tmp_path):
     query = "rotate the signing key"
     vector = embedder(policy.evidence.embedding).encode([query])[0]
 
-    run_nightly(landing, path, docs=docs, policy_file=policy_file)
+    consent = tmp_path / "consent.jsonl"
+    run_nightly(landing, path, docs=docs, policy_file=policy_file, consent=consent)
     before = _chunks(path)
     assert before and not any(has for _t, has in before.values())
+    assert _memory_vectors(path) == [(STATED, None, None)]  # deferred: none yet
     with Warehouse.open(path) as wh:
         hits = wh.search_evidence(
             "acme", ["*"], query, query_embedding=vector, policy=policy
@@ -120,6 +137,9 @@ def test_deferred_nightly_then_embed(tmp_path):
         app, ["embed", "-w", str(path), "--policy", str(policy_file)]
     )
     assert result.exit_code == 0, result.output
+    assert "and 1 memory(ies)" in result.output
+    model = policy.evidence.embedding.model
+    assert _memory_vectors(path) == [(STATED, model, 384)]
     after = _chunks(path)
     assert after.keys() == before.keys()  # the same chunk ids, updated in place
     assert all(has for _t, has in after.values())
@@ -141,5 +161,6 @@ def test_deferred_nightly_then_embed(tmp_path):
 
     again = run_embed(path, policy_file=policy_file)
     assert (again.pending, again.updated, again.snapshot_id) == (0, 0, None)
+    assert (again.memories_pending, again.memories_updated) == (0, 0)
     with Warehouse.open(path) as wh:
         assert wh.current_snapshot() == snapshot + 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from jobs.eval_cases import load_case_set, run_case
 from schemas.policy import load_policy
 from schemas.sources import load_registry
 from warehouse.catalog import Warehouse
-from warehouse.sources import row_sources, sync_registry
+from warehouse.sources import active_registry, row_sources, sync_registry
 
 CASES = Path(__file__).resolve().parents[2] / "eval" / "cases"
 
@@ -161,8 +162,6 @@ def test_every_row_resolves_and_authority_changes_ranking_without_rewrite(
                 spec["authority"] = 0.1
         changed = type(registry).model_validate(data)
         assert sync_registry(lake_, changed) > 0
-        from warehouse.sources import active_registry
-
         active = active_registry(lake_, policy)
         assert active.registry_version == changed.registry_version
         _, second = run_case(lake_, case, [], policy, active)
@@ -177,3 +176,72 @@ def test_every_row_resolves_and_authority_changes_ranking_without_rewrite(
     unreg = _invoke("sources", "--warehouse", copy, "--unregistered", "--json")
     assert unreg.exit_code == 0, unreg.output
     assert json.loads(unreg.output[unreg.output.index("[") :]) == []
+    # a transcript adds artifacts (a registered and an unregistered tool) and a
+    # memory: every row of the four tables still resolves in ``sources``
+    _ingest_transcript(tmp_path, copy)
+    lake_ = Warehouse.open(copy)
+    try:
+        stored = {r[0] for r in lake_.query("SELECT source_id FROM sources").fetchall()}
+        counts = {}
+        for table in ("documents", "evidence_chunks", "artifacts", "memories"):
+            ids = lake_.query(f"SELECT source_id, count(*) FROM {table} GROUP BY 1")
+            found = dict(ids.fetchall())
+            assert None not in found, table
+            assert set(found) <= stored, table
+            counts[table] = sum(found.values())
+        assert counts["artifacts"] == 2 and counts["memories"] >= 1, counts
+        # stamped at write time with the policy's registry (its default) ...
+        stamps = lake_.query("SELECT DISTINCT source_id FROM artifacts").fetchall()
+        assert stamps == [("unregistered",)]
+        # ... and valued by the active one by tool name, as their evidence is
+        rows = row_sources(lake_, active_registry(lake_, policy))
+    finally:
+        lake_.close()
+    by_key = {(r["table"], r["key"]): r["source_id"] for r in rows}
+    assert by_key[("artifacts", "check_api_key_status")] == "key-tools"
+    assert by_key[("evidence_chunks", "check_api_key_status")] == "key-tools"
+    assert by_key[("artifacts", "lookup_weather")] == "unregistered"
+    assert by_key[("memories", "user_stated:preference")] == "user-statements"
+    unreg = _invoke("sources", "--warehouse", copy, "--unregistered", "--json")
+    listed = json.loads(unreg.output[unreg.output.index("[") :])
+    assert {(r["table"], r["key"]) for r in listed} == {
+        ("documents", "lookup_weather"),
+        ("evidence_chunks", "lookup_weather"),
+        ("artifacts", "lookup_weather"),
+    }
+
+
+def _ingest_transcript(tmp_path: Path, warehouse: Path) -> None:
+    """One nightly over a session with two tool outputs and a stated preference."""
+    from jobs.nightly import run_nightly
+
+    landing = tmp_path / "landing" / "tenant=demo" / "subject=dana"
+    landing.mkdir(parents=True)
+    at = datetime.now(UTC) - timedelta(days=1)
+    turns = [
+        ("user", {"content": "I prefer short answers. Why is my API key failing?"}),
+        ("assistant", {"tool_calls": [{"id": "c1", "name": "check_api_key_status"}]}),
+        ("tool", {"tool_call_id": "c1", "content": '{"status": "revoked"}'}),
+        ("assistant", {"tool_calls": [{"id": "c2", "name": "lookup_weather"}]}),
+        ("tool", {"tool_call_id": "c2", "content": "sunny, 21 degrees"}),
+        ("assistant", {"content": "The key was revoked; create a new one."}),
+    ]
+    (landing / "chat.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"session_id": "dana-1", "turn": i, "role": role,
+                 "content": "", "status": "ok",
+                 "created_at": (at + timedelta(seconds=i)).isoformat(), **extra}
+            ) + "\n"
+            for i, (role, extra) in enumerate(turns)
+        )
+    )  # fmt: skip
+    consent = tmp_path / "consent.jsonl"
+    consent.write_text(
+        json.dumps(
+            {"event": "grant", "tenant_id": "demo", "subject_id": "dana",
+             "purpose": "support", "basis": "contract",
+             "at": (at - timedelta(days=1)).isoformat()}
+        ) + "\n"
+    )  # fmt: skip
+    run_nightly(tmp_path / "landing", warehouse, consent=consent)

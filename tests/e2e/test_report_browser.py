@@ -28,7 +28,9 @@ from jobs.report_html import BLUE, GREEN, ORANGE, PURPLE, RED
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAT = ROOT / "sample" / "landing" / "tenant=acme" / "canonical" / "support-chat.jsonl"
+CHAT = (
+    ROOT / "sample/landing/tenant=acme/subject=cust-0001/canonical/support-chat.jsonl"
+)
 POLICY = ROOT / "policies" / "default.yaml"
 CHROMIUM = Path("/usr/bin/chromium")
 CHARTS = ("stages", "dead-letters", "pii", "memories", "ledger", "chunks", "timings")

@@ -146,6 +146,15 @@ def test_extract_memories_outputs_and_dead_letters(tmp_path):
             ),
             label="CheckMemories",
         )
+        # every stored memory carries its vector, computed once here with the
+        # model queries use (``pack`` never embeds it per request)
+        assert_that(
+            out["memories"]
+            | "Vectors" >> beam.Map(lambda m: (m.embed_model, len(m.embedding or [])))
+            | "DistinctVectors" >> beam.Distinct(),
+            equal_to([(policy.evidence.embedding.model, 384)]),
+            label="CheckVectors",
+        )
         assert_that(
             out["memory_rejections"] | beam.Map(lambda r: (r.subject_id, r.reason)),
             equal_to([("nobody", "no_basis")]),

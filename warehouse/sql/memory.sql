@@ -32,7 +32,9 @@ CREATE OR REPLACE TEMP MACRO memory_live_basis(tenant, subject, purp, t) AS (
 -- this purpose; not expired; only accepted sources with known provenance; valid
 -- at at_time (default now); a live basis now (the memory_live_basis rule, over
 -- one read of the subject's consent events). served_as: fact | conflict |
--- hypothesis.
+-- hypothesis. Every memories column except `embedding` (384 floats per row,
+-- for pack's ranking: read it from lake.memories by memory_id when needed); the
+-- COLUMNS filter, unlike EXCLUDE, also works on a lake written before vectors.
 CREATE OR REPLACE TEMP MACRO memories_served(
     tenant, subject, purp,
     at_time := NULL,
@@ -59,24 +61,27 @@ CREATE OR REPLACE TEMP MACRO memories_served(
         WHERE w.event = 'withdraw' AND (w.basis IS NULL OR w.basis = g.basis)
           AND w.effective_at >= g.effective_at AND w.effective_at <= clock.t_serve
       )
+  ),
+  served AS (
+    SELECT
+      m.*,
+      CASE
+        WHEN list_contains(hypothesis_sources, m.source) THEN 'hypothesis'
+        WHEN m.conflict_with IS NOT NULL THEN 'conflict'
+        ELSE 'fact'
+      END AS served_as
+    FROM lake.memories m, clock, basis
+    WHERE basis.live
+      AND m.tenant_id = tenant AND m.subject_id = subject AND m.purpose = purp
+      AND (list_contains(fact_sources, m.source)
+           OR list_contains(hypothesis_sources, m.source))
+      AND m.provenance IS NOT NULL
+      AND (m.provenance.message_id IS NOT NULL OR m.provenance.input_ref IS NOT NULL)
+      AND m.valid_from <= clock.t_valid
+      AND (m.valid_to IS NULL OR m.valid_to > clock.t_valid)
+      AND m.expires_at > clock.t_serve
   )
-  SELECT
-    m.*,
-    CASE
-      WHEN list_contains(hypothesis_sources, m.source) THEN 'hypothesis'
-      WHEN m.conflict_with IS NOT NULL THEN 'conflict'
-      ELSE 'fact'
-    END AS served_as
-  FROM lake.memories m, clock, basis
-  WHERE basis.live
-    AND m.tenant_id = tenant AND m.subject_id = subject AND m.purpose = purp
-    AND (list_contains(fact_sources, m.source)
-         OR list_contains(hypothesis_sources, m.source))
-    AND m.provenance IS NOT NULL
-    AND (m.provenance.message_id IS NOT NULL OR m.provenance.input_ref IS NOT NULL)
-    AND m.valid_from <= clock.t_valid
-    AND (m.valid_to IS NULL OR m.valid_to > clock.t_valid)
-    AND m.expires_at > clock.t_serve;
+  SELECT COLUMNS(c -> c <> 'embedding') FROM served;
 
 CREATE OR REPLACE TEMP MACRO memory_facts(tenant, subject, purp, at_time := NULL) AS TABLE
   SELECT * FROM memories_served(tenant, subject, purp, at_time := at_time)

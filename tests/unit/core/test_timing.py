@@ -43,6 +43,8 @@ def test_flush_writes_the_running_total_once_per_clock(tmp_path):
         "stage": "redact",
         "seconds": 2.0,
         "calls": 3,
+        "outputs": 0,
+        "dead": 0,
     }
     assert read_timings(tmp_path) == [StageTiming(stage="redact", seconds=2.0, calls=3)]
 

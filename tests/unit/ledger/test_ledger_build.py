@@ -289,7 +289,12 @@ def test_text_action_observations_are_not_user_statements(planted_sources, setti
     assert [f.canonical for f in entry.protected_fields] == [
         "identifier:ticket:BUG-1234"
     ]
-    assert [p.turn for p in entry.sections.pinned_user_statements] == [0]
+    # The request is the goal (written once, there); the observation at t2
+    # is neither the goal nor a pinned statement.
+    assert [(g.turn, g.text) for g in entry.sections.goal] == [
+        (0, "Please fix the bug in ticket BUG-1234.")
+    ]
+    assert entry.sections.pinned_user_statements == []
 
 
 def test_lines_with_a_residual_secret_are_dropped_and_counted(

@@ -13,7 +13,7 @@ import json
 
 from pipelines.ledger.boilerplate import is_demonstration, request_text
 from pipelines.ledger.build import SessionSources, build_session_ledger
-from pipelines.ledger.sections import output_facts
+from pipelines.ledger.results import output_facts
 from pipelines.ledger.text import cut, cut_left, sentences
 from schemas.ledger import ArtifactTrailEntry
 from schemas.transcript import Message, Session, ToolCall, ToolObservation
@@ -226,7 +226,7 @@ def test_lines_are_never_cut_mid_word():
         )
         for i in range(40)
     ]
-    from pipelines.ledger.sections import _changed
+    from pipelines.ledger.from_trail import changed_items as _changed
 
     (artifact,) = _changed([], trail)
     assert len(artifact.change) <= 400

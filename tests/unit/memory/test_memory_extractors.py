@@ -449,3 +449,107 @@ def test_memory_id_changes_with_provenance():
     two = memory_id_for("t", "s", "p", "fact", "user_stated", "x", Provenance(turn=2))
     assert one != two and one.startswith("mem_")
     assert content_hash("x") == content_hash("x")
+
+
+CONTACT = "Great. Please do not email me, call <PHONE_NUMBER:ab12cd34> instead."
+
+
+def test_a_contact_preference_is_filed_under_every_contacting_purpose(encoder):
+    """The sample's "do not email me, call ..." was filed under ``billing``
+    only (its message is nearest the billing prototypes), so a ``support``
+    lookup missed it: a contact preference binds every purpose that contacts
+    the subject (``contacts_subject``), and the gate stores each."""
+    purposes = PurposeClassifier(SETTINGS, encoder)
+    assert purposes.classify([CONTACT]) == ["billing"]  # the message alone
+    assert set(purposes.contact_purposes) == {"support", "billing"}
+    lines = [{"turn": 0, "role": "user", "content": CONTACT,
+              "created_at": "2026-03-02T09:20:00+00:00"}]  # fmt: skip
+    session, messages = session_of(lines)
+    ctx = SessionContext.build(session, messages)
+    result = extract_session(ctx, [RuleExtractor(SETTINGS, encoder)], purposes)
+    assert {(c.purpose, c.kind, c.text) for c in result.candidates} == {
+        ("support", "rule", CONTACT[len("Great. ") :]),
+        ("billing", "rule", CONTACT[len("Great. ") :]),
+    }
+    assert len({c.memory_id for c in result.candidates}) == 2
+    gated = gate_candidates(
+        result.candidates,
+        [grant(subject=ctx.subject_id, purpose=p) for p in SETTINGS.purpose_names],
+        SETTINGS,
+        now=datetime(2026, 3, 3, tzinfo=UTC),
+        policy_version="p",
+        run_id="r",
+    )
+    assert {m.purpose for m in gated.memories} == {"support", "billing"}
+
+
+def test_without_contacting_purposes_the_message_purpose_stays(encoder):
+    settings = SETTINGS.model_copy(
+        update={
+            "purposes": tuple(
+                p.model_copy(update={"contacts_subject": False})
+                for p in SETTINGS.purposes
+            )
+        }
+    )
+    lines = [{"turn": 0, "role": "user", "content": CONTACT,
+              "created_at": "2026-03-02T09:20:00+00:00"}]  # fmt: skip
+    session, messages = session_of(lines)
+    ctx = SessionContext.build(session, messages)
+    result = extract_session(
+        ctx, [RuleExtractor(settings, encoder)], PurposeClassifier(settings, encoder)
+    )
+    assert [c.purpose for c in result.candidates] == ["billing"]
+
+
+def test_code_and_log_lines_in_user_turns_are_never_embedded():
+    """Only sentences with a memory cue reach the kind classifier."""
+    sent: list[str] = []
+
+    def encode(texts):
+        sent.extend(texts)
+        return np.tile(np.eye(1, 8, dtype=np.float32), (len(texts), 1))
+
+    lines = [{"turn": 0, "role": "user", "created_at": "2026-03-02T09:20:00+00:00",
+              "content": "Requirement already satisfied: six in /usr/lib (1.16). "
+                         "33:    version = m.group(1)\n"
+                         "I appreciate that, but the plan is unclear. "
+                         "Brief replies suit me best."}]  # fmt: skip
+    session, messages = session_of(lines)
+    ctx = SessionContext.build(session, messages)
+    extractor = RuleExtractor(SETTINGS, encode)
+    prototypes = set(extractor.kinds._texts)
+    result = extract_session(ctx, [extractor], PurposeClassifier(SETTINGS, None))
+    assert set(sent) - prototypes == {"Brief replies suit me best."}
+    assert result.classified == 1
+
+
+def test_tool_results_are_never_embedded_for_their_purpose():
+    """A tool message's content is a stub: its purpose comes from keywords in
+    its tool's name, else the default; the model never reads it."""
+    sent: list[str] = []
+
+    def encode(texts):
+        sent.extend(texts)
+        return np.tile(np.eye(1, 8, dtype=np.float32), (len(texts), 1))
+
+    session, messages = session_of(
+        [{"turn": 0, "role": "tool", "content": "", "created_at":
+          "2026-03-14T10:00:00+00:00"}]
+    )  # fmt: skip
+    observation = ToolObservation(
+        observation_id="obs_1",
+        message_id=messages[0].message_id,
+        session_id=session.session_id,
+        tenant_id="acme",
+        tool_name="get_refund_status",
+        status="ok",
+        key_fields=json.dumps({"membership": "gold"}),
+        artifact_ref="art_1",
+    )
+    ctx = SessionContext.build(session, messages, [observation])
+    purposes = PurposeClassifier(SETTINGS, encode)
+    result = extract_session(ctx, [RuleExtractor(SETTINGS, encode)], purposes)
+    (record,) = result.candidates
+    assert record.text == "Membership: gold" and record.purpose == "billing"
+    assert sent == [] and result.purpose_texts == 0

@@ -20,6 +20,11 @@ from pipelines.redact.secrets import find_secrets
         ("the secret is opensesame", "opensesame"),
         ("my password is 123456", "123456"),
         ("pwd: qx7zzt", "qx7zzt"),
+        # well-known passwords that are also everyday words or placeholders
+        ("and my password is password.", "password"),
+        ("My password is admin", "admin"),
+        ("the default password was changeme", "changeme"),
+        ("Her passcode is letmein", "letmein"),
     ],
 )
 def test_prose_secrets_found(text: str, value: str) -> None:
@@ -39,6 +44,9 @@ def test_prose_secrets_found(text: str, value: str) -> None:
         "PIN: 12",
         "password = get_password()",
         "Please provide your username and password.",
+        "password: string",
+        "the password is hidden",
+        "The password was incorrect, try again",
     ],
 )
 def test_prose_secrets_not_found(text: str) -> None:

@@ -1,0 +1,115 @@
+"""Tool results: typed lines with key facts, never the raw output.
+
+A result's facts are the output's exit code and last error line, then the
+observation's key fields (ids, status and errors first); results with neither
+are folded into one line when rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from pipelines.ledger.text import clip
+from schemas.ledger import ToolResultRef
+
+FACT_CHARS = 160
+ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
+REF_DIGITS = 12
+ERROR_LINE = re.compile(
+    r"(?:\b[A-Z]\w*(?:Error|Exception)\b|^(?:error|fatal|E)\b\s*[:\]]|"
+    r"\bERROR\b|\bFAIL(?:ED)?\b|No such file|command not found|not found|"
+    r"permission denied|\bexit (?:code|status):? ?[1-9])",
+    re.IGNORECASE | re.MULTILINE,
+)
+KEY_FACT = re.compile(
+    r"(?:^|_)(?:id|ids|number|reference|ref|code|key|status|state|error|errors|"
+    r"message|result|total|amount|count|items)$",
+    re.IGNORECASE,
+)
+#: An error by name (case matters: "failed" in prose is not "FAILED").
+NAMED_ERROR = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception)\b|\bFAIL(?:ED)?\b|command not found|"
+    r"No such file|[Pp]ermission denied"
+)
+#: A numbered line of a file viewer (``36: raise ...``, ``1537\t) from error``).
+LISTING_LINE = re.compile(r"^\s*\d+(?::\s|\t|\s*\|)")
+EXIT_CODE = re.compile(r"\bexit (?:code|status):? ?(\d+)", re.IGNORECASE)
+
+
+def key_facts(key_fields: str, limit: int = FACT_CHARS) -> str:
+    try:
+        value = json.loads(key_fields)
+    except ValueError:
+        return ""
+    if not isinstance(value, dict):
+        return ""
+    items = sorted((k, v) for k, v in value.items() if k != "keys")
+    # Ids, status and errors first: they are what a continuation refers to.
+    items.sort(key=lambda kv: 0 if KEY_FACT.search(kv[0]) else 1)
+    parts = [f"{k}={v}" for k, v in items]
+    return clip(", ".join(parts), limit)
+
+
+@lru_cache(maxsize=8_192)
+def output_facts(output: str | None, limit: int = FACT_CHARS) -> str:
+    """Key facts of a raw tool output: its exit code and its last error line
+    (``AssertionError: expected 5 but got None``, ``Error: payment amount does
+    not add up, total price is 305``), never the output itself."""
+    if not output:
+        return ""
+    parts = []
+    code = EXIT_CODE.search(output)
+    if code:
+        parts.append(f"exit={code[1]}")
+    errors = [
+        line.strip()
+        for line in output.splitlines()
+        if ERROR_LINE.search(line)
+        and 8 <= len(line.strip())
+        # "36: raise RuntimeError(...)" is a file's content shown by a viewer.
+        and not LISTING_LINE.match(line)
+    ]
+    errors = [e for e in errors if not EXIT_CODE.fullmatch(e)]
+    # A named error ("E999 SyntaxError: unmatched ']'") says more than a
+    # framework's reminder that mentions one ("... lead to the same error.").
+    named = [e for e in errors if NAMED_ERROR.search(e)]
+    if errors:
+        parts.append("error: " + clip((named or errors)[-1], limit - 20))
+    return clip(", ".join(parts), limit)
+
+
+def short_ref(ref: str | None) -> str:
+    """An artifact id as the summary text shows it: ``art_`` and the first 12
+    hex digits of its content hash (enough to find it, ``WHERE artifact_id
+    LIKE 'art_f647fa5c9687%'``; the sections keep the whole id). The full
+    32 digits cost 23 tokens a line and tell a model nothing more."""
+    if ref and ARTIFACT_ID.fullmatch(ref):
+        return ref[: 4 + REF_DIGITS]
+    return ref or ""
+
+
+def result_lines(results: Sequence[ToolResultRef]) -> list[str]:
+    """One typed line per result with key facts or a failure; results without
+    either are folded into one line (their ``artifact_ref`` s stay in the
+    sections and the trail): a list of bare refs tells a model nothing."""
+    lines = []
+    plain = []
+    for r in results:
+        if r.facts or r.status == "error":
+            lines.append(
+                f"- (t{r.turn}) {r.tool_name} [{r.status}]"
+                f" artifact={short_ref(r.artifact_ref)}"
+                + (f" facts: {r.facts}" if r.facts else "")
+            )
+        else:
+            plain.append(r)
+    if plain:
+        names: dict[str, int] = {}
+        for r in plain:
+            names[r.tool_name] = names.get(r.tool_name, 0) + 1
+        tools = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in names.items())
+        lines.append(f"- {len(plain)} more without key facts: {tools}")
+    return lines or ["- none"]
