@@ -128,9 +128,9 @@ def main() -> None:
 
     import torch
 
-    from pipelines.evidence.embed import Embedder, cpu_has_native_bf16
-    from pipelines.models import available_cores
-    from schemas.evidence import EmbeddingSettings
+    from ctxledger.pipelines.evidence.embed import Embedder, cpu_has_native_bf16
+    from ctxledger.pipelines.models import available_cores
+    from ctxledger.schemas.evidence import EmbeddingSettings
 
     cores = available_cores()
     torch.set_num_threads(cores)

@@ -67,8 +67,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def corpus_chunks(limit: int | None = None) -> list[str]:
     """Chunk texts of the latest version of every corpus document (or fixtures)."""
-    from pipelines.evidence.chunking import chunk_text
-    from pipelines.evidence.landing import split_front_matter
+    from ctxledger.pipelines.evidence.chunking import chunk_text
+    from ctxledger.pipelines.evidence.landing import split_front_matter
 
     paths = []
     for name in SETS:
@@ -91,8 +91,8 @@ def corpus_chunks(limit: int | None = None) -> list[str]:
 def bench_embedding() -> None:
     import torch
 
-    from pipelines.evidence.embed import Embedder, cpu_has_native_bf16
-    from schemas.evidence import EmbeddingSettings
+    from ctxledger.pipelines.evidence.embed import Embedder, cpu_has_native_bf16
+    from ctxledger.schemas.evidence import EmbeddingSettings
 
     texts = corpus_chunks(256)
     print(
@@ -139,10 +139,10 @@ def _embedded(wh, run_id: str) -> tuple[int, int]:
 
 
 def bench_skip_unchanged() -> None:
-    from jobs.nightly import run_nightly
-    from pipelines.evidence.embed import Embedder
-    from schemas.evidence import EmbeddingSettings
-    from warehouse import Warehouse
+    from ctxledger.jobs.nightly import run_nightly
+    from ctxledger.pipelines.evidence.embed import Embedder
+    from ctxledger.schemas.evidence import EmbeddingSettings
+    from ctxledger.warehouse import Warehouse
 
     source = corpora()
     if not all((source / s).is_dir() for s in SETS):
@@ -242,8 +242,8 @@ def bench_pack(wh_path: Path, budget: int = 2000, rounds: int = 5) -> None:
     each later call embeds its query and scores its candidates. Target (issue
     13): p50 < 50 ms warm, >= 80% of a 2,000-token budget used when enough
     relevant in-scope text exists."""
-    from schemas.evidence import PackRequest
-    from warehouse import Warehouse
+    from ctxledger.schemas.evidence import PackRequest
+    from ctxledger.warehouse import Warehouse
 
     print(f"\n## pack ({len(PACK_QUERIES)} queries, budget {budget} tokens)")
     with Warehouse.open(wh_path) as wh:
@@ -292,8 +292,8 @@ _BASE: dict[str, object] = {}
 def corpus_base():
     """Sentences and embedded chunks of the corpus (computed once)."""
     if not _BASE:
-        from pipelines.evidence.embed import Embedder
-        from schemas.evidence import EmbeddingSettings
+        from ctxledger.pipelines.evidence.embed import Embedder
+        from ctxledger.schemas.evidence import EmbeddingSettings
 
         texts = corpus_chunks()
         _BASE["sentences"] = [
@@ -351,8 +351,8 @@ def synthetic(n: int, tenants: int, seed: int = 0):
 
 
 def bench_search(n: int, label: str) -> None:
-    from schemas.evidence import SearchSettings
-    from warehouse.evidence_index import EvidenceIndex
+    from ctxledger.schemas.evidence import SearchSettings
+    from ctxledger.warehouse.evidence_index import EvidenceIndex
 
     print(f"\n## hybrid search top-10 at {label} chunks")
     rng = np.random.default_rng(1)
@@ -425,7 +425,7 @@ def bench_duckdb_baselines(table, vectors, queries, hybrid_times) -> None:
     """Named baselines on the same rows: DuckDB vss HNSW and fts match_bm25."""
     import pyarrow as pa
 
-    from warehouse.catalog import connect
+    from ctxledger.warehouse.catalog import connect
 
     con = connect()
     con.execute("LOAD vss")
@@ -483,9 +483,9 @@ def corpus_tool_outputs() -> dict[str, str]:
     Read with the real readers but not redacted (no model here): redaction
     changes a few characters of an output, not its size class.
     """
-    from pipelines.ingest.drafts import DraftSession, SourceFile
-    from pipelines.ingest.readers import read_source
-    from schemas import content_hash
+    from ctxledger.pipelines.ingest.drafts import DraftSession, SourceFile
+    from ctxledger.pipelines.ingest.readers import read_source
+    from ctxledger.schemas import content_hash
 
     outputs: dict[str, str] = {}
     for name in TRANSCRIPT_SETS:
@@ -505,10 +505,10 @@ def corpus_tool_outputs() -> dict[str, str]:
 
 def bench_artifact_windows() -> None:
     """Tokens embedded for tool artifacts: whole outputs against windows."""
-    from pipelines.evidence.chunking import ERROR_LINE
-    from pipelines.evidence.documents import RunInfo, build_artifact
-    from schemas import Artifact
-    from schemas.policy import Policy
+    from ctxledger.pipelines.evidence.chunking import ERROR_LINE
+    from ctxledger.pipelines.evidence.documents import RunInfo, build_artifact
+    from ctxledger.schemas import Artifact
+    from ctxledger.schemas.policy import Policy
 
     outputs = corpus_tool_outputs()
     windowed = Policy()

@@ -76,8 +76,8 @@ def transcript_files() -> tuple[list[Path], str]:
 
 
 def drafts(files: list[Path]):
-    from pipelines.ingest.drafts import DraftSession, SourceFile
-    from pipelines.ingest.readers import read_source
+    from ctxledger.pipelines.ingest.drafts import DraftSession, SourceFile
+    from ctxledger.pipelines.ingest.readers import read_source
 
     out = []
     for path in files:
@@ -90,7 +90,7 @@ def drafts(files: list[Path]):
 def normalize_one(path: Path, draft):
     import hashlib
 
-    from pipelines.ingest.normalize import SourceInfo, normalize_session
+    from ctxledger.pipelines.ingest.normalize import SourceInfo, normalize_session
 
     digest = hashlib.sha256(str(path).encode()).hexdigest()
     info = SourceInfo("bench", path.name, digest, "run_bench", "bench+0", "bench")
@@ -102,7 +102,7 @@ def normalize_all(items):
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:
-    from pipelines.ledger.build import clear_caches
+    from ctxledger.pipelines.ledger.build import clear_caches
 
     times, result = [], None
     for _ in range(repeat):
@@ -123,13 +123,17 @@ def main() -> None:
     parser.add_argument("--no-beam", action="store_true", help="skip the Beam run")
     args = parser.parse_args()
 
-    from pipelines.ingest.tokens import count_tokens
-    from pipelines.ledger.build import SessionSources, build_session_ledger
-    from pipelines.ledger.protected import extract_fields
-    from pipelines.ledger.replay import DEFAULT_POLICIES, SessionView, parse_policy
-    from pipelines.ledger.replay import replay as run_replay
-    from pipelines.ledger.trail import TrailInput, derive_trail
-    from schemas.policy import load_policy
+    from ctxledger.pipelines.ingest.tokens import count_tokens
+    from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
+    from ctxledger.pipelines.ledger.protected import extract_fields
+    from ctxledger.pipelines.ledger.replay import (
+        DEFAULT_POLICIES,
+        SessionView,
+        parse_policy,
+    )
+    from ctxledger.pipelines.ledger.replay import replay as run_replay
+    from ctxledger.pipelines.ledger.trail import TrailInput, derive_trail
+    from ctxledger.schemas.policy import load_policy
 
     settings = load_policy(None).ledger
     files, source = transcript_files()
@@ -239,8 +243,8 @@ def beam_run(files: list[Path], settings) -> float:
     import apache_beam as beam
     from apache_beam import pvalue
 
-    from pipelines.config import JobConfig
-    from pipelines.ledger.transforms import BuildLedger
+    from ctxledger.pipelines.config import JobConfig
+    from ctxledger.pipelines.ledger.transforms import BuildLedger
 
     config = JobConfig(
         job="bench",

@@ -44,25 +44,25 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from pipelines.memory.classify import MiniLMEncoder, PurposeClassifier  # noqa: E402
-from pipelines.memory.extract import (  # noqa: E402
+from ctxledger.pipelines.memory.classify import MiniLMEncoder, PurposeClassifier  # noqa: E402
+from ctxledger.pipelines.memory.extract import (  # noqa: E402
     RuleExtractor,
     SessionContext,
     extract_session,
 )
-from pipelines.memory.gate import gate_candidates  # noqa: E402
-from pipelines.memory.resolve import resolve  # noqa: E402
-from schemas import Message, Session  # noqa: E402
-from schemas.arrow import arrow_schema  # noqa: E402
-from schemas.memory import ConsentRecord, MemoryRecord  # noqa: E402
-from schemas.policy import load_policy  # noqa: E402
-from warehouse.catalog import Warehouse  # noqa: E402
-from warehouse.memory_api import (  # noqa: E402
+from ctxledger.pipelines.memory.gate import gate_candidates  # noqa: E402
+from ctxledger.pipelines.memory.resolve import resolve  # noqa: E402
+from ctxledger.schemas import Message, Session  # noqa: E402
+from ctxledger.schemas.arrow import arrow_schema  # noqa: E402
+from ctxledger.schemas.memory import ConsentRecord, MemoryRecord  # noqa: E402
+from ctxledger.schemas.policy import load_policy  # noqa: E402
+from ctxledger.warehouse.catalog import Warehouse  # noqa: E402
+from ctxledger.warehouse.memory_api import (  # noqa: E402
     ensure_serving_options,
     memories,
     record_consent,
 )
-from warehouse.memory_serving import (  # noqa: E402
+from ctxledger.warehouse.memory_serving import (  # noqa: E402
     MemoryStore,
     build_replica,
     lake_snapshot,

@@ -72,9 +72,9 @@ def default_cache() -> Path:
 
 
 def _schema_fingerprint() -> str:
-    from schemas.arrow import arrow_schema
-    from schemas.evidence import DocumentVersion, EvidenceChunk
-    from schemas.memory import ConsentRecord, MemoryRecord
+    from ctxledger.schemas.arrow import arrow_schema
+    from ctxledger.schemas.evidence import DocumentVersion, EvidenceChunk
+    from ctxledger.schemas.memory import ConsentRecord, MemoryRecord
 
     text = "|".join(
         str(arrow_schema(m))
@@ -117,8 +117,8 @@ def _memory_tables(folder: Path, rows: int, now: datetime):
     import pyarrow.parquet as pq
     from bench_memory import consent_rows, memory_rows, sorted_subjects
 
-    from schemas.arrow import arrow_schema
-    from schemas.memory import ConsentRecord, MemoryRecord
+    from ctxledger.schemas.arrow import arrow_schema
+    from ctxledger.schemas.memory import ConsentRecord, MemoryRecord
 
     memory_schema = arrow_schema(MemoryRecord)
     consent_schema = arrow_schema(ConsentRecord)
@@ -175,8 +175,8 @@ def _put(table, name: str, values):
 def _memory_vectors() -> np.ndarray:
     """Real MiniLM vectors of a few memory-like texts (1M embeddings would take
     hours): each stored memory gets one of them."""
-    from pipelines.evidence.embed import Embedder
-    from schemas.evidence import EmbeddingSettings
+    from ctxledger.pipelines.evidence.embed import Embedder
+    from ctxledger.schemas.evidence import EmbeddingSettings
 
     texts = [
         f"Standing rule: tickets for this account go under employee number {n}"
@@ -190,8 +190,8 @@ def build(root: Path, chunks: int, memories: int) -> list[str]:
     returns the query texts."""
     from bench_serve import build_warehouse
 
-    from warehouse.catalog import Warehouse
-    from warehouse.memory_api import ensure_serving_options
+    from ctxledger.warehouse.catalog import Warehouse
+    from ctxledger.warehouse.memory_api import ensure_serving_options
 
     started = time.perf_counter()
     sentences = build_warehouse(root, chunks, tenants=CHUNK_TENANTS)
@@ -272,7 +272,7 @@ def subject_of(i: int) -> str:
 
 
 def request(query: str, i: int, window: int = 2000):
-    from schemas.evidence import PackRequest
+    from ctxledger.schemas.evidence import PackRequest
 
     return PackRequest(
         tenant_id="t00",
@@ -324,7 +324,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
 
-    from serving.context import Context
+    from ctxledger.serving.context import Context
 
     path, queries = warehouse(args.chunks, args.memories, args.cache_dir, 2000)
     started = time.perf_counter()

@@ -65,7 +65,7 @@ THREAD_ENV = (
 
 _CHILD = """
 import json, resource, sys, time
-from jobs.nightly import run_nightly
+from ctxledger.jobs.nightly import run_nightly
 started = time.perf_counter()
 result = run_nightly(sys.argv[1], sys.argv[2], beam_args=sys.argv[3:])
 wall = time.perf_counter() - started
@@ -205,7 +205,7 @@ def _deferred_policy(folder: Path) -> Path:
     """The default policy with ``evidence.embedding.mode: deferred``."""
     import yaml
 
-    from schemas.policy import DEFAULT_POLICY_PATH
+    from ctxledger.schemas.policy import DEFAULT_POLICY_PATH
 
     data = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
     data.setdefault("evidence", {}).setdefault("embedding", {})["mode"] = "deferred"
@@ -215,13 +215,13 @@ def _deferred_policy(folder: Path) -> Path:
 
 
 def in_process(sets: tuple[str, ...], deferred: bool = False) -> None:
-    from jobs.embed import run_embed
-    from jobs.nightly import run_nightly
-    from pipelines.ingest.landing import discover, parse_landing_file
-    from pipelines.redact.engine import Redactor
-    from pipelines.redact.keys import load_key
-    from schemas.policy import load_policy
-    from warehouse import Warehouse
+    from ctxledger.jobs.embed import run_embed
+    from ctxledger.jobs.nightly import run_nightly
+    from ctxledger.pipelines.ingest.landing import discover, parse_landing_file
+    from ctxledger.pipelines.redact.engine import Redactor
+    from ctxledger.pipelines.redact.keys import load_key
+    from ctxledger.schemas.policy import load_policy
+    from ctxledger.warehouse import Warehouse
 
     with tempfile.TemporaryDirectory() as tmp:
         landing = Path(tmp) / "landing"

@@ -66,8 +66,8 @@ def _size(sessions: list[SessionItems]) -> tuple[int, int]:
 
 
 def _redactor(cache: bool = True) -> Any:
-    from pipelines.redact.engine import Redactor  # noqa: PLC0415
-    from schemas.policy import load_policy  # noqa: PLC0415
+    from ctxledger.pipelines.redact.engine import Redactor  # noqa: PLC0415
+    from ctxledger.schemas.policy import load_policy  # noqa: PLC0415
 
     redactor = Redactor(load_policy(None), KEY, cache_size=2048 if cache else 0)
     redactor.setup()
@@ -123,7 +123,7 @@ def _multi(sessions: list[SessionItems], procs: int, cache: bool) -> float:
 
 
 def _baseline(sessions: list[SessionItems], n_messages: int) -> tuple[float, int, int]:
-    from pipelines.redact.offline import ensure_offline_tldextract  # noqa: PLC0415
+    from ctxledger.pipelines.redact.offline import ensure_offline_tldextract  # noqa: PLC0415
 
     ensure_offline_tldextract()
     from presidio_analyzer import AnalyzerEngine  # noqa: PLC0415

@@ -77,7 +77,7 @@ def _column(field, n: int, given: dict):
 def _table(model, n: int, given: dict):
     import pyarrow as pa
 
-    from schemas.arrow import arrow_schema
+    from ctxledger.schemas.arrow import arrow_schema
 
     schema = arrow_schema(model)
     return pa.table([_column(f, n, given) for f in schema], schema=schema)
@@ -88,9 +88,9 @@ def build_warehouse(root: Path, n: int, tenants: int = 20) -> list[str]:
     import pyarrow as pa
     from bench_evidence import synthetic
 
-    from pipelines.ingest.tokens import count_tokens
-    from schemas.evidence import DocumentVersion, EvidenceChunk
-    from warehouse import Warehouse
+    from ctxledger.pipelines.ingest.tokens import count_tokens
+    from ctxledger.schemas.evidence import DocumentVersion, EvidenceChunk
+    from ctxledger.warehouse import Warehouse
 
     table, vectors, sentences, _ = synthetic(n, tenants=tenants)
     chunks = {name: table.column(name).to_pylist() for name in table.column_names}
@@ -165,7 +165,14 @@ def start_server(
     tokens = tmp / "tokens.json"
     row = {"token": TOKEN, "tenant": "t00", "groups": ["sre"], "subjects": ["*"]}
     tokens.write_text(json.dumps({"tokens": [row]}))
-    argv = [sys.executable, "-m", "jobs.cli", "serve", "--tokens", str(tokens)]
+    argv = [
+        sys.executable,
+        "-m",
+        "ctxledger.jobs.cli",
+        "serve",
+        "--tokens",
+        str(tokens),
+    ]
     argv += ["-w", str(wh), "--port", str(port)]
     argv += ["--workers", str(workers)] if workers else []
     log = open(tmp / "serve.log", "wb")  # noqa: SIM115 (closed with the process)

@@ -188,11 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-filter", action="store_true")
     parser.add_argument("--show", type=int, default=0, help="dev misses to print")
     args = parser.parse_args(argv)
-    from pipelines.redact.engine import Redactor  # noqa: PLC0415
-    from schemas.policy import load_policy  # noqa: PLC0415
+    from ctxledger.pipelines.redact.engine import Redactor  # noqa: PLC0415
+    from ctxledger.schemas.policy import load_policy  # noqa: PLC0415
 
     if args.no_filter:
-        from pipelines.redact import technical  # noqa: PLC0415
+        from ctxledger.pipelines.redact import technical  # noqa: PLC0415
 
         technical.drop_technical = lambda text, dets: list(dets)
     redactor = Redactor(load_policy(None), b"devset-key-not-a-secret-00000000")

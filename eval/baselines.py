@@ -36,7 +36,7 @@ class PlainPresidio:
         from presidio_analyzer import AnalyzerEngine  # noqa: PLC0415
         from presidio_analyzer.nlp_engine import NlpEngineProvider  # noqa: PLC0415
 
-        from pipelines.redact.offline import ensure_offline_tldextract  # noqa: PLC0415
+        from ctxledger.pipelines.redact.offline import ensure_offline_tldextract  # noqa: PLC0415
 
         ensure_offline_tldextract()
         nlp = NlpEngineProvider(

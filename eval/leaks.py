@@ -31,7 +31,7 @@ def strings(value: Any) -> Iterator[str]:
 
 def warehouse_strings(root: str | Path) -> Iterator[str]:
     """Every string value in every table and every Parquet data file."""
-    from warehouse import Warehouse
+    from ctxledger.warehouse import Warehouse
 
     root = Path(root)
     with Warehouse.open(root) as wh:

@@ -24,8 +24,8 @@ KEY = b"leaks-direct-key-not-a-secret-00"
 
 
 def _redactor():  # noqa: ANN202
-    from pipelines.redact.engine import Redactor  # noqa: PLC0415
-    from schemas.policy import load_policy  # noqa: PLC0415
+    from ctxledger.pipelines.redact.engine import Redactor  # noqa: PLC0415
+    from ctxledger.schemas.policy import load_policy  # noqa: PLC0415
 
     redactor = Redactor(load_policy(None), KEY)
     redactor.setup()

@@ -41,14 +41,18 @@ from typing import Any
 
 import yaml
 
+from ctxledger.pipelines.ingest.drafts import DraftSession, SourceFile
+from ctxledger.pipelines.ingest.normalize import (
+    NormalizedSession,
+    SourceInfo,
+    normalize_session,
+)
+from ctxledger.pipelines.ingest.readers import read_source
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
+from ctxledger.schemas.policy import load_policy
+from ctxledger.schemas.transcript import Message
 from eval.corpora import default_corpora
-from pipelines.ingest.drafts import DraftSession, SourceFile
-from pipelines.ingest.normalize import NormalizedSession, SourceInfo, normalize_session
-from pipelines.ingest.readers import read_source
-from pipelines.ingest.tokens import count_tokens
-from pipelines.ledger.build import SessionSources, build_session_ledger
-from schemas.policy import load_policy
-from schemas.transcript import Message
 
 LABELS = Path(__file__).resolve().parent / "ledger_labels" / "sessions.yaml"
 PROBES = ("goal", "changed_files", "rejected", "source", "pending_approval")

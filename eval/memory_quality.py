@@ -112,9 +112,9 @@ def load_labels(directory: Path = LABELS_DIR) -> dict[str, list[Label]]:
 
 def _sessions(corpora: Path, dialogues: Sequence[str]):
     """``(dialogue id, NormalizedSession)`` of every labelled dialogue."""
-    from pipelines.ingest.drafts import DraftSession, SourceFile
-    from pipelines.ingest.normalize import SourceInfo, normalize_session
-    from pipelines.ingest.readers import read_source
+    from ctxledger.pipelines.ingest.drafts import DraftSession, SourceFile
+    from ctxledger.pipelines.ingest.normalize import SourceInfo, normalize_session
+    from ctxledger.pipelines.ingest.readers import read_source
 
     @dataclass
     class _Clean:
@@ -151,11 +151,15 @@ def _sessions(corpora: Path, dialogues: Sequence[str]):
 
 def predict(corpora: Path, dialogues: Sequence[str], policy=None) -> list[Predicted]:
     """Stored memories of every dialogue, through the real extract and gate."""
-    from pipelines.memory.classify import MiniLMEncoder, PurposeClassifier
-    from pipelines.memory.extract import RuleExtractor, SessionContext, extract_session
-    from pipelines.memory.gate import gate_candidates
-    from schemas.memory import ConsentRecord
-    from schemas.policy import load_policy
+    from ctxledger.pipelines.memory.classify import MiniLMEncoder, PurposeClassifier
+    from ctxledger.pipelines.memory.extract import (
+        RuleExtractor,
+        SessionContext,
+        extract_session,
+    )
+    from ctxledger.pipelines.memory.gate import gate_candidates
+    from ctxledger.schemas.memory import ConsentRecord
+    from ctxledger.schemas.policy import load_policy
 
     policy = policy or load_policy()
     settings = policy.memory

@@ -93,8 +93,8 @@ _NEGATIVE_FILE = re.compile(r"(?:_n|_fp|_FALSE|^false_positive|\.n\..*)$")
 
 
 def _redactor(policy_path: str | None) -> Any:
-    from pipelines.redact.engine import Redactor
-    from schemas.policy import load_policy
+    from ctxledger.pipelines.redact.engine import Redactor
+    from ctxledger.schemas.policy import load_policy
 
     redactor = Redactor(load_policy(policy_path), b"eval-key-not-secret-000000000000")
     redactor.setup()
@@ -178,7 +178,7 @@ def _spans(
     redactor: Any, texts: list[str], technical_filter: bool = True
 ) -> list[list[Span]]:
     """Our final detections as spans; optionally with the technical filter off."""
-    from pipelines.redact import technical  # noqa: PLC0415
+    from ctxledger.pipelines.redact import technical  # noqa: PLC0415
 
     original = technical.drop_technical
     redactor._cache.clear()  # noqa: SLF001 - a cached result would hide the switch
@@ -446,7 +446,7 @@ def found_value(value: str, reported: list[str]) -> bool:
 
 
 def _secret_types() -> frozenset[str]:
-    from pipelines.redact.spans import SECRET_TYPES
+    from ctxledger.pipelines.redact.spans import SECRET_TYPES
 
     return SECRET_TYPES
 
@@ -595,8 +595,8 @@ def run(
 
 def _technical(redactor: Any, corpora: Path, quick: bool) -> dict[str, Any]:
     """Placeholder rate on technical text, with and (unless quick) without filter."""
+    from ctxledger.pipelines.redact import technical as tech_filter  # noqa: PLC0415
     from eval import technical  # noqa: PLC0415
-    from pipelines.redact import technical as tech_filter  # noqa: PLC0415
 
     texts = technical.technical_texts(corpora)
     names = technical.load_true_names()

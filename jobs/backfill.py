@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from jobs.nightly import (
+from ctxledger.jobs.nightly import (
     _refresh_serving,
     _runner_name,
     _silent,
@@ -31,18 +31,18 @@ from jobs.nightly import (
     record_failed_run,
     run_id_for,
 )
-from jobs.version import code_version
-from pipelines.config import JobConfig
-from pipelines.ingest.landing import (
+from ctxledger.jobs.version import code_version
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.landing import (
     LandingItem,
     check_entry,
     discover,
     landing_identity,
     sha256_file,
 )
-from schemas.backfill import BackfillChange
-from warehouse.catalog import Warehouse, WarehouseError
-from warehouse.concurrency import attempt_lock, new_attempt
+from ctxledger.schemas.backfill import BackfillChange
+from ctxledger.warehouse.catalog import Warehouse, WarehouseError
+from ctxledger.warehouse.concurrency import attempt_lock, new_attempt
 
 Progress = Callable[[str], None]
 
@@ -252,11 +252,11 @@ def run_backfill(
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.graph import build_batch_graph
-    from pipelines.models import local_workers, sized_worker_threads
-    from pipelines.redact.keys import load_key
-    from pipelines.sink.replace import BackfillScope, ReplacingCommit
-    from schemas.policy import load_policy
+    from ctxledger.pipelines.graph import build_batch_graph
+    from ctxledger.pipelines.models import local_workers, sized_worker_threads
+    from ctxledger.pipelines.redact.keys import load_key
+    from ctxledger.pipelines.sink.replace import BackfillScope, ReplacingCommit
+    from ctxledger.schemas.policy import load_policy
 
     started_at = datetime.now(UTC)
     policy = load_policy(policy_file)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from jobs.cli_support import (
+from ctxledger.jobs.cli_support import (
     BEAM_COMMAND,
     WAREHOUSE_ENV,
     OneLineErrorsGroup,
@@ -26,8 +26,8 @@ from jobs.cli_support import (
     warehouse_default,
     write_records,
 )
-from jobs.nightly import NightlyResult, run_nightly
-from warehouse.catalog import Warehouse, WarehouseError
+from ctxledger.jobs.nightly import NightlyResult, run_nightly
+from ctxledger.warehouse.catalog import Warehouse, WarehouseError
 
 app = typer.Typer(
     cls=OneLineErrorsGroup,
@@ -63,7 +63,7 @@ ReadOutputOpt = Annotated[
 
 def _catalog_value(value: str | None) -> str | None:
     """Accept ``postgres://`` URLs as well as DuckLake's ``postgres:<keywords>``."""
-    from warehouse.catalog_url import catalog_location
+    from ctxledger.warehouse.catalog_url import catalog_location
 
     if value is None:
         return None
@@ -116,7 +116,7 @@ def _allow_weak_key(allow: bool) -> None:
     """Let ``pipelines.redact.keys.load_key`` accept weak keys in this process
     and in the Beam workers it starts (they inherit the environment)."""
     if allow:
-        from pipelines.redact.keys import ALLOW_WEAK_ENV
+        from ctxledger.pipelines.redact.keys import ALLOW_WEAK_ENV
 
         os.environ[ALLOW_WEAK_ENV] = "1"
 
@@ -178,7 +178,7 @@ def nightly(
     PortableRunner --job_endpoint=embed --environment_type=LOOPBACK``.
     """
     if source_format is not None:
-        from pipelines.ingest.readers import FORMATS
+        from ctxledger.pipelines.ingest.readers import FORMATS
 
         if source_format not in FORMATS:
             _fail(
@@ -220,7 +220,7 @@ def _print_nightly(result: NightlyResult, seconds: float) -> None:
     if result.docs_new:
         console.print(f"documents: {result.docs_new} new file(s)")
     if result.retention is not None:
-        from warehouse.retention import describe
+        from ctxledger.warehouse.retention import describe
 
         console.print(f"retention purge: {describe(result.retention)}")
     if result.manifest is None:
@@ -302,7 +302,7 @@ def runs(
         "retention purge",
     ):
         table.add_column(column)
-    from warehouse.retention import describe
+    from ctxledger.warehouse.retention import describe
 
     for run_id, job, status, started, files, counts, snapshot, error, purge in rows:
         stages = "; ".join(
@@ -415,7 +415,7 @@ def sql(
     statements = (
         [query] if query else [s for s in sys.stdin.read().split(";\n") if s.strip()]
     )
-    from warehouse.sql_access import lake_files, lock_down, refusal
+    from ctxledger.warehouse.sql_access import lake_files, lock_down, refusal
 
     with (
         tempfile.TemporaryDirectory(prefix="ctxledger-sql-") as spill,
@@ -424,7 +424,7 @@ def sql(
             read_only=not write,
         ) as wh,
     ):  # fmt: skip
-        from warehouse.evidence_api import install_macros
+        from ctxledger.warehouse.evidence_api import install_macros
 
         con = wh.connection()
         try:
@@ -509,7 +509,7 @@ def verify(
     """Audit summaries against their sources: missing or altered protected fields,
     unmentioned changed artifacts. Without --summaries: the stored ledger.
     Exits 1 when anything is missing."""
-    from jobs.verify import print_report, verify_outside, verify_stored
+    from ctxledger.jobs.verify import print_report, verify_outside, verify_stored
 
     with console.status("verifying", spinner="dots") as status:
         if summaries is not None:
@@ -553,7 +553,7 @@ def replay(
 ) -> None:
     """Replay context policies over a session: tokens per bucket at each turn and in
     total, and which protected fields each policy still carries at the end."""
-    from jobs.replay import print_replay, run_replay
+    from ctxledger.jobs.replay import print_replay, run_replay
 
     outcome = run_replay(
         warehouse, session, policy, tenant=tenant, policy_file=policy_file,
@@ -575,7 +575,7 @@ def forget(
 ) -> None:
     """Erase a subject: memories, consent, sessions and derived rows, history
     (snapshots, files) included; stores and prints an erasure receipt."""
-    from jobs.forget import print_receipt, run_forget
+    from ctxledger.jobs.forget import print_receipt, run_forget
 
     with console.status("erasing", spinner="dots"):
         receipt = run_forget(
@@ -604,7 +604,7 @@ def memories(
     """Memories a context builder gets for a subject and purpose."""
     from datetime import datetime
 
-    from jobs.memories import show_memories
+    from ctxledger.jobs.memories import show_memories
 
     when = datetime.fromisoformat(at) if at else None
     show_memories(
@@ -624,7 +624,7 @@ def report(
     """Write a self-contained HTML report of one run (no network assets): records
     per stage, dead letters, PII types, memories, ledger checks, embedded vs
     reused chunks and time per stage."""
-    from jobs.report import write_report
+    from ctxledger.jobs.report import write_report
 
     written = write_report(warehouse, run, html, catalog=catalog, data_path=data_path)
     page = written.page
@@ -637,11 +637,11 @@ def report(
 
 
 # Commands kept in their own modules register themselves on ``app``.
-import jobs.cli_backfill  # noqa: E402, F401
-import jobs.cli_embed  # noqa: E402, F401
-import jobs.cli_eval  # noqa: E402, F401
-import jobs.cli_serve  # noqa: E402, F401
-import jobs.cli_stream  # noqa: E402, F401
+import ctxledger.jobs.cli_backfill  # noqa: E402, F401
+import ctxledger.jobs.cli_embed  # noqa: E402, F401
+import ctxledger.jobs.cli_eval  # noqa: E402, F401
+import ctxledger.jobs.cli_serve  # noqa: E402, F401
+import ctxledger.jobs.cli_stream  # noqa: E402, F401
 
 
 def main() -> None:
@@ -663,6 +663,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     # Run the imported module's app: command modules registered on that one.
-    from jobs.cli import main as _main
+    from ctxledger.jobs.cli import main as _main
 
     _main()

@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from jobs.backfill import BackfillResult, run_backfill
-from jobs.cli import (
+from ctxledger.jobs.backfill import BackfillResult, run_backfill
+from ctxledger.jobs.cli import (
     CatalogOpt,
     DataPathOpt,
     KeyFileOpt,
@@ -24,7 +24,7 @@ from jobs.cli import (
     console,
     err_console,
 )
-from jobs.cli_support import BEAM_COMMAND, job_progress
+from ctxledger.jobs.cli_support import BEAM_COMMAND, job_progress
 
 
 def _since(value: str | None) -> datetime | None:

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app, console
-from jobs.embed import DEFAULT_BATCH, run_embed
+from ctxledger.jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app, console
+from ctxledger.jobs.embed import DEFAULT_BATCH, run_embed
 
 
 @app.command()

@@ -15,7 +15,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, _fail, app, console
+from ctxledger.jobs.cli import (
+    CatalogOpt,
+    DataPathOpt,
+    WarehouseOpt,
+    _fail,
+    app,
+    console,
+)
 
 PolicyOpt = Annotated[
     Path | None, typer.Option(help="Policy YAML (default: the packaged policy).")
@@ -23,7 +30,7 @@ PolicyOpt = Annotated[
 
 
 def _policy(path: Path | None):
-    from schemas.policy import load_policy  # noqa: PLC0415
+    from ctxledger.schemas.policy import load_policy  # noqa: PLC0415
 
     return load_policy(path)
 
@@ -60,19 +67,19 @@ def eval_cases(
     data_path: DataPathOpt = None,
 ) -> None:
     """Run context-builder cases: pass/fail per case and check; exit 1 on a failure."""
-    from jobs.eval_cases import (  # noqa: PLC0415
+    from ctxledger.jobs.eval_cases import (  # noqa: PLC0415
         ablate as run_ablation,
     )
-    from jobs.eval_cases import (  # noqa: PLC0415
+    from ctxledger.jobs.eval_cases import (  # noqa: PLC0415
         load_case_set,
         report_json,
         run_cases,
         write_outputs,
     )
-    from warehouse.catalog import Warehouse  # noqa: PLC0415
+    from ctxledger.warehouse.catalog import Warehouse  # noqa: PLC0415
 
     if docs is not None:
-        from jobs.nightly import run_nightly  # noqa: PLC0415
+        from ctxledger.jobs.nightly import run_nightly  # noqa: PLC0415
 
         with tempfile.TemporaryDirectory() as landing:
             run_nightly(
@@ -171,9 +178,9 @@ def sources(
 ) -> None:
     """The source registry: list the active sources, store a new version, or
     list what fell through to the default source."""
-    from schemas.sources import load_registry  # noqa: PLC0415
-    from warehouse.catalog import Warehouse  # noqa: PLC0415
-    from warehouse.sources import (  # noqa: PLC0415
+    from ctxledger.schemas.sources import load_registry  # noqa: PLC0415
+    from ctxledger.warehouse.catalog import Warehouse  # noqa: PLC0415
+    from ctxledger.warehouse.sources import (  # noqa: PLC0415
         active_registry,
         row_sources,
         sync_registry,

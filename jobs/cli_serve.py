@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app
+from ctxledger.jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app
 
 TOKEN_ENV = "CTXLEDGER_TOKEN"
 
@@ -59,10 +59,10 @@ def serve(
 ) -> None:
     """Serve /memories, /search, /pack and /health as an HTTP JSON API
     (OpenAPI at /openapi.json); never blocks the nightly."""
-    from serving import Context
-    from serving.auth import Tokens
-    from serving.http import serve as run_http
-    from serving.http import serve_workers
+    from ctxledger.serving import Context
+    from ctxledger.serving.auth import Tokens
+    from ctxledger.serving.http import serve as run_http
+    from ctxledger.serving.http import serve_workers
 
     table = Tokens.load(tokens)
     if workers is None:  # the cores this process may use (all where unknown)
@@ -92,9 +92,9 @@ def mcp(
 ) -> None:
     """Serve the memories, search and pack tools over MCP on stdin/stdout; the
     caller's bearer token comes from $CTXLEDGER_TOKEN."""
-    from serving import Context
-    from serving.auth import Tokens
-    from serving.mcp import run_stdio
+    from ctxledger.serving import Context
+    from ctxledger.serving.auth import Tokens
+    from ctxledger.serving.mcp import run_stdio
 
     principal = Tokens.load(tokens).principal(os.environ.get(TOKEN_ENV))
     with Context.open(

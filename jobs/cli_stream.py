@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from jobs.cli import (
+from ctxledger.jobs.cli import (
     CatalogOpt,
     DataPathOpt,
     DefaultTenantOpt,
@@ -25,8 +25,8 @@ from jobs.cli import (
     console,
     err_console,
 )
-from jobs.cli_support import BEAM_COMMAND
-from jobs.stream import BatchReport, StopFlag, StreamAborted, run_stream
+from ctxledger.jobs.cli_support import BEAM_COMMAND
+from ctxledger.jobs.stream import BatchReport, StopFlag, StreamAborted, run_stream
 
 
 def _print_batch(report: BatchReport) -> None:
@@ -76,7 +76,7 @@ def stream(
     after ``--``, as for nightly. See docs/streaming.md.
     """
     if source_format is not None:
-        from pipelines.ingest.readers import FORMATS
+        from ctxledger.pipelines.ingest.readers import FORMATS
 
         if source_format not in FORMATS:
             err_console.print(

@@ -141,7 +141,7 @@ def _vector_table(id_name: str, pending, vectors):
     """``(id, embedding, reused)`` rows of ``pending`` as an Arrow table."""
     import pyarrow as pa
 
-    from schemas.evidence import EMBEDDING_DIM
+    from ctxledger.schemas.evidence import EMBEDDING_DIM
 
     rows = [(row_id, *vectors[(tenant, key)]) for row_id, tenant, key, _t in pending]
     return pa.table(
@@ -219,10 +219,10 @@ def run_embed(
     """Fill pending chunk and memory vectors in one snapshot (``encode``:
     tests pass a stub; default: the policy's model, loaded only when a text
     needs it). ``limit`` caps the distinct texts of each kind."""
-    from schemas.policy import load_policy
-    from warehouse.catalog import Warehouse
-    from warehouse.concurrency import retry_on_conflict
-    from warehouse.evidence_api import lookup_embeddings
+    from ctxledger.schemas.policy import load_policy
+    from ctxledger.warehouse.catalog import Warehouse
+    from ctxledger.warehouse.concurrency import retry_on_conflict
+    from ctxledger.warehouse.evidence_api import lookup_embeddings
 
     if batch < 1:
         raise ValueError("--batch must be >= 1")
@@ -241,7 +241,7 @@ def run_embed(
         keys = sorted({(t, h) for _c, t, h, _x in pending})
         known = lookup_embeddings(warehouse, keys, model, con=con) if keys else {}
         if encode is None:
-            from pipelines.evidence.embed import Embedder
+            from ctxledger.pipelines.evidence.embed import Embedder
 
             embedder = Embedder(settings)
             encode = embedder.encode

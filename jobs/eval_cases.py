@@ -1,7 +1,7 @@
 """``ctxledger eval``: run context-builder cases against a warehouse, and
 ablate / perturb them.
 
-For each case (``warehouse.context_checks``) the runner offers the catalogue's
+For each case (``serving.context_checks``) the runner offers the catalogue's
 tools (kind ``tool`` items, their definitions' tokens taken from the window),
 packs evidence with ``warehouse.evidence_pack.pack_context`` under the case
 set's source registry, confirms each selected item's scope in the warehouse,
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from schemas.evidence import ContextItem, ContextManifest, PackRequest
-from schemas.sources import SourceRegistry, load_registry
-from warehouse.context_checks import (
+from ctxledger.schemas.evidence import ContextItem, ContextManifest, PackRequest
+from ctxledger.schemas.sources import SourceRegistry, load_registry
+from ctxledger.serving.context_checks import (
     CheckResult,
     EvalCase,
     EvidenceRef,
@@ -39,8 +39,8 @@ from warehouse.context_checks import (
 )
 
 if TYPE_CHECKING:
-    from schemas.policy import Policy
-    from warehouse.catalog import Warehouse
+    from ctxledger.schemas.policy import Policy
+    from ctxledger.warehouse.catalog import Warehouse
 
 #: Cosine of the query to a tool's name and description needed to offer it.
 TOOL_MIN_RELEVANCE = 0.3
@@ -212,8 +212,8 @@ def run_case(
 ) -> tuple[CaseResult, ContextManifest]:
     """Offer tools, pack, check one case. ``reorder``: move the required
     evidence to ``first`` / ``middle`` / ``last`` before checking."""
-    from warehouse.evidence_api import embedder  # noqa: PLC0415
-    from warehouse.evidence_pack import pack_context  # noqa: PLC0415
+    from ctxledger.warehouse.evidence_api import embedder  # noqa: PLC0415
+    from ctxledger.warehouse.evidence_pack import pack_context  # noqa: PLC0415
 
     model = embedder(policy.evidence.embedding)
 
@@ -289,7 +289,7 @@ def run_cases(
     **kwargs: Any,
 ) -> EvalReport:
     """Every case of ``case_set`` (see ``run_case``)."""
-    from warehouse.sources import active_registry  # noqa: PLC0415
+    from ctxledger.warehouse.sources import active_registry  # noqa: PLC0415
 
     registry = registry or case_set.registry or active_registry(wh, policy)
     results = [
@@ -349,7 +349,7 @@ def ablate(
     wh: Warehouse, case_set: CaseSet, policy: Policy
 ) -> tuple[EvalReport, list[AblationRow]]:
     """The baseline and one row per perturbation (module docstring)."""
-    from warehouse.sources import active_registry  # noqa: PLC0415
+    from ctxledger.warehouse.sources import active_registry  # noqa: PLC0415
 
     registry = case_set.registry or active_registry(wh, policy)
     base = run_cases(wh, case_set, policy, registry)

@@ -15,8 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from jobs.version import code_version
-from schemas.memory import ErasureReceipt
+from ctxledger.jobs.version import code_version
+from ctxledger.schemas.memory import ErasureReceipt
 
 
 def run_forget(
@@ -29,9 +29,9 @@ def run_forget(
     data_path: str | None = None,
 ) -> ErasureReceipt:
     """Erase ``subject_id`` of ``tenant_id``; return the stored receipt."""
-    from schemas.policy import load_policy
-    from warehouse.catalog import Warehouse
-    from warehouse.memory_api import erase_subject
+    from ctxledger.schemas.policy import load_policy
+    from ctxledger.warehouse.catalog import Warehouse
+    from ctxledger.warehouse.memory_api import erase_subject
 
     if not tenant_id or not subject_id:
         raise ValueError("--tenant and --subject must not be empty")

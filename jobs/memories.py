@@ -29,9 +29,9 @@ def show_memories(
 ) -> None:
     """Print the served memories of one subject for one purpose: a table, or
     (``output`` ``json``/``jsonl``) every served field for a program."""
-    from schemas.policy import load_policy
-    from warehouse.catalog import Warehouse
-    from warehouse.memory_api import memories
+    from ctxledger.schemas.policy import load_policy
+    from ctxledger.warehouse.catalog import Warehouse
+    from ctxledger.warehouse.memory_api import memories
 
     settings = load_policy(policy_file).memory
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
@@ -39,7 +39,7 @@ def show_memories(
     if output != "table":
         from dataclasses import asdict
 
-        from jobs.cli_support import write_records
+        from ctxledger.jobs.cli_support import write_records
 
         write_records((asdict(item) for item in view.items), output)
         return

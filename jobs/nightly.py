@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.version import code_version
-from pipelines.config import JobConfig
-from pipelines.ingest.landing import Discovery, KnownFiles, discover
-from pipelines.ingest.landing import new_items as unseen_items
-from schemas import RunManifest, content_hash
-from schemas.arrow import to_table
-from warehouse.catalog import Warehouse
-from warehouse.catalog_url import catalog_location
-from warehouse.concurrency import attempt_lock, new_attempt, retry_on_conflict
+from ctxledger.jobs.version import code_version
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.landing import Discovery, KnownFiles, discover
+from ctxledger.pipelines.ingest.landing import new_items as unseen_items
+from ctxledger.schemas import RunManifest, content_hash
+from ctxledger.schemas.arrow import to_table
+from ctxledger.warehouse.catalog import Warehouse
+from ctxledger.warehouse.catalog_url import catalog_location
+from ctxledger.warehouse.concurrency import attempt_lock, new_attempt, retry_on_conflict
 
 Progress = Callable[[str], None]
 
@@ -85,10 +85,10 @@ def run_nightly(
     docs: str | Path | None = None,
 ) -> NightlyResult:
     """Process landing files the warehouse has not seen; commit them as one run."""
-    from pipelines.memory.inputs import new_inputs
-    from pipelines.redact.keys import load_key
-    from schemas.policy import load_policy
-    from warehouse.memory_api import known_input_files
+    from ctxledger.pipelines.memory.inputs import new_inputs
+    from ctxledger.pipelines.redact.keys import load_key
+    from ctxledger.schemas.policy import load_policy
+    from ctxledger.warehouse.memory_api import known_input_files
 
     started_at = datetime.now(UTC)
     policy = load_policy(policy_file)
@@ -159,8 +159,8 @@ def run_nightly(
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.graph import build_batch_graph
-    from pipelines.models import local_workers, sized_worker_threads
+    from ctxledger.pipelines.graph import build_batch_graph
+    from ctxledger.pipelines.models import local_workers, sized_worker_threads
 
     key = load_key(Path(key_file) if key_file else None)
     runner = _runner_name(beam_args)
@@ -210,7 +210,7 @@ def _stage_lines(staging_dir: str, progress: Progress):
     """Per-stage progress lines while the pipeline runs (none when silent)."""
     from contextlib import nullcontext
 
-    from jobs.progress import watch_stages
+    from ctxledger.jobs.progress import watch_stages
 
     if progress is _silent:
         return nullcontext()
@@ -222,8 +222,8 @@ def _new_documents(docs, default_tenant, policy, warehouse, catalog, data_path):
     the stage lists them again when the graph is built)."""
     if not docs:
         return []
-    from pipelines.evidence.landing import discover_documents
-    from warehouse.evidence_api import processed_document_files
+    from ctxledger.pipelines.evidence.landing import discover_documents
+    from ctxledger.warehouse.evidence_api import processed_document_files
 
     found = discover_documents(docs, default_tenant, policy.evidence.documents.suffixes)
     stored = processed_document_files(warehouse, catalog, data_path)
@@ -236,7 +236,7 @@ def _retention_only(warehouse, policy, catalog, data_path):
     in its own snapshot, only when it removes something): see
     ``warehouse.retention.run_retention``. Its own transaction retries itself
     on a conflict with a concurrent job's commit."""
-    from warehouse.retention import run_retention
+    from ctxledger.warehouse.retention import run_retention
 
     return run_retention(
         warehouse,
@@ -251,7 +251,7 @@ def _after_commit(warehouse, policy, manifest, catalog, data_path):
     """After the run's snapshot (which already holds its memory lifecycle and
     row purges, ``pipelines.sink.commit``): history purge if memories were
     purged, and compaction. Returns (retention counts, maintenance result)."""
-    from warehouse.retention import RetentionCounts, after_commit
+    from ctxledger.warehouse.retention import RetentionCounts, after_commit
 
     counts = RetentionCounts.from_json(manifest.retention if manifest else None)
     maintenance = retry_on_conflict(
@@ -266,7 +266,7 @@ def _refresh_serving(warehouse, catalog, data_path, progress):
     """Bring the memory lookup replica up to the run's last snapshot, so the
     first lookup after the nightly does not pay for a rebuild (only the tables
     whose rows changed are rebuilt): see ``warehouse.memory_serving``."""
-    from warehouse.memory_serving import refresh_serving
+    from ctxledger.warehouse.memory_serving import refresh_serving
 
     done = retry_on_conflict(
         lambda: refresh_serving(warehouse, catalog=catalog, data_path=data_path)

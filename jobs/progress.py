@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pipelines.timing import StageProgress, read_progress
+from ctxledger.pipelines.timing import StageProgress, read_progress
 
 #: How often the launcher looks at the clock files.
 POLL_SECONDS = 0.5

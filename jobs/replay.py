@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.ledger.replay import (
+from ctxledger.pipelines.ledger.replay import (
     DEFAULT_POLICIES,
     PolicyResult,
     SessionView,
     parse_policy,
     replay,
 )
-from pipelines.ledger.store import load_sources, resolve_session
-from schemas.policy import load_policy
-from schemas.transcript import Session
-from warehouse.catalog import Warehouse
+from ctxledger.pipelines.ledger.store import load_sources, resolve_session
+from ctxledger.schemas.policy import load_policy
+from ctxledger.schemas.transcript import Session
+from ctxledger.warehouse.catalog import Warehouse
 
 
 @dataclass
@@ -68,11 +68,11 @@ def print_replay(
     from rich.table import Table
     from rich.text import Text
 
-    from pipelines.ledger.replay import BUCKETS, render_context
+    from ctxledger.pipelines.ledger.replay import BUCKETS, render_context
 
     session = outcome.session
     if output in {"json", "jsonl"}:  # one array / one object per line
-        from jobs.cli_support import write_records
+        from ctxledger.jobs.cli_support import write_records
 
         payloads = []
         for result in outcome.results:
@@ -140,7 +140,7 @@ def print_replay(
         ]
         if not positions:
             raise ValueError(f"--show-turn {show_turn}: no such turn")
-        from pipelines.ledger.replay import parse_policy as _parse
+        from ctxledger.pipelines.ledger.replay import parse_policy as _parse
 
         for result in outcome.results:
             items = outcome.view.context(_parse(result.policy), positions[0])

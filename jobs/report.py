@@ -31,7 +31,7 @@ from typing import Any
 
 import duckdb
 
-from jobs.report_html import (
+from ctxledger.jobs.report_html import (
     BLUE,
     GREEN,
     GREY,
@@ -46,7 +46,7 @@ from jobs.report_html import (
     Series,
     render_page,
 )
-from warehouse.catalog import Warehouse, WarehouseError
+from ctxledger.warehouse.catalog import Warehouse, WarehouseError
 
 #: Most categories a chart lists; the rest are summed into one "other" row.
 MAX_ROWS = 15

@@ -32,16 +32,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.nightly import load_run, record_failed_run, run_id_for
-from jobs.version import code_version
-from pipelines.config import JobConfig
-from pipelines.ingest.landing import KnownFiles, LandingItem
-from pipelines.stream.source import FolderWatcher, LandingSource
-from pipelines.stream.windows import MicroBatch, Picked, take_due, to_micros
-from schemas import RunManifest
-from warehouse.catalog import Warehouse
-from warehouse.catalog_url import catalog_location
-from warehouse.concurrency import attempt_lock, new_attempt
+from ctxledger.jobs.nightly import load_run, record_failed_run, run_id_for
+from ctxledger.jobs.version import code_version
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.landing import KnownFiles, LandingItem
+from ctxledger.pipelines.stream.source import FolderWatcher, LandingSource
+from ctxledger.pipelines.stream.windows import MicroBatch, Picked, take_due, to_micros
+from ctxledger.schemas import RunManifest
+from ctxledger.warehouse.catalog import Warehouse
+from ctxledger.warehouse.catalog_url import catalog_location
+from ctxledger.warehouse.concurrency import attempt_lock, new_attempt
 
 JOB = "stream"
 #: Errors that mean "another process holds the catalog or won a commit race":
@@ -231,8 +231,8 @@ class StreamJob:
         progress: Progress,
         on_commit: Callable[[BatchReport], None],
     ):
-        from pipelines.redact.keys import load_key
-        from schemas.policy import load_policy
+        from ctxledger.pipelines.redact.keys import load_key
+        from ctxledger.schemas.policy import load_policy
 
         if window_seconds <= 0 or poll_seconds <= 0:
             raise ValueError("--window-seconds and --poll-seconds must be positive")
@@ -412,7 +412,7 @@ class StreamJob:
         import apache_beam as beam
         from apache_beam.options.pipeline_options import PipelineOptions
 
-        from pipelines.graph import build_batch_graph
+        from ctxledger.pipelines.graph import build_batch_graph
 
         # A retry after a commit that went through (then failed on the way out)
         # must not commit again: the run id is already a snapshot.
@@ -445,7 +445,7 @@ class StreamJob:
     def _after_commit(self, manifest: RunManifest | None) -> None:
         """History purge and serving-table compaction, as after a nightly run,
         so many small micro-batches do not leave many small files."""
-        from warehouse.retention import RetentionCounts, after_commit
+        from ctxledger.warehouse.retention import RetentionCounts, after_commit
 
         counts = RetentionCounts.from_json(manifest.retention if manifest else None)
         after_commit(

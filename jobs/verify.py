@@ -21,17 +21,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.ledger.build import SessionSources
-from pipelines.ledger.store import find_sessions, load_entries, load_sources
-from pipelines.ledger.verify import (
+from ctxledger.pipelines.ledger.build import SessionSources
+from ctxledger.pipelines.ledger.store import find_sessions, load_entries, load_sources
+from ctxledger.pipelines.ledger.verify import (
     audit_outside,
     display_value,
     parse_summaries,
     reverify_entry,
 )
-from schemas.policy import Policy, load_policy
-from schemas.transcript import Session
-from warehouse.catalog import Warehouse
+from ctxledger.schemas.policy import Policy, load_policy
+from ctxledger.schemas.transcript import Session
+from ctxledger.warehouse.catalog import Warehouse
 
 
 @dataclass
@@ -73,8 +73,8 @@ class VerifyReport:
 
 
 def _redactor(policy: Policy, key_file: str | Path | None):
-    from pipelines.redact.engine import Redactor
-    from pipelines.redact.keys import load_key
+    from ctxledger.pipelines.redact.engine import Redactor
+    from ctxledger.pipelines.redact.keys import load_key
 
     redactor = Redactor(policy, load_key(Path(key_file) if key_file else None))
     redactor.setup()
@@ -228,7 +228,7 @@ def print_report(report: VerifyReport, console, output: str = "table") -> None:
     from rich.text import Text
 
     if output in {"json", "jsonl"}:  # one array / one object per line
-        from jobs.cli_support import write_records
+        from ctxledger.jobs.cli_support import write_records
 
         rows = ({**row.__dict__, "passed": row.passed} for row in report.rows)
         write_records((json.loads(json.dumps(r, sort_keys=True)) for r in rows), output)

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, field_serializer
 
-from warehouse.catalog_url import mask_password
+from ctxledger.warehouse.catalog_url import mask_password
 
 if TYPE_CHECKING:
-    from warehouse.catalog import Warehouse
+    from ctxledger.warehouse.catalog import Warehouse
 
 
 class JobConfig(BaseModel):
@@ -60,7 +60,7 @@ class JobConfig(BaseModel):
 
     def open_warehouse(self) -> Warehouse:
         """The run's warehouse (created if missing), on its catalog and data path."""
-        from warehouse.catalog import Warehouse
+        from ctxledger.warehouse.catalog import Warehouse
 
         return Warehouse.open(
             self.warehouse, create=True, catalog=self.catalog, data_path=self.data_path

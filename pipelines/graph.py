@@ -19,14 +19,14 @@ from typing import Any
 
 import apache_beam as beam
 
-from pipelines.config import JobConfig
-from pipelines.evidence.transforms import evidence_branch
-from pipelines.ingest.landing import LandingItem
-from pipelines.ingest.transforms import IngestTranscripts
-from pipelines.ledger.transforms import ledger_branch
-from pipelines.memory.transforms import memory_branch
-from pipelines.redact.transforms import RedactPII
-from pipelines.sink.transforms import CommitSnapshot, WriteTables
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.evidence.transforms import evidence_branch
+from ctxledger.pipelines.ingest.landing import LandingItem
+from ctxledger.pipelines.ingest.transforms import IngestTranscripts
+from ctxledger.pipelines.ledger.transforms import ledger_branch
+from ctxledger.pipelines.memory.transforms import memory_branch
+from ctxledger.pipelines.redact.transforms import RedactPII
+from ctxledger.pipelines.sink.transforms import CommitSnapshot, WriteTables
 
 Branch = Callable[[Any, JobConfig, Any, beam.Pipeline], dict[str, Any]]
 

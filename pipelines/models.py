@@ -173,7 +173,7 @@ def _onnx_model(path: str, threads: int, backend: str) -> Any:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            from pipelines.onnx_minilm import OnnxSentenceModel  # noqa: PLC0415
+            from ctxledger.pipelines.onnx_minilm import OnnxSentenceModel  # noqa: PLC0415
 
             model = OnnxSentenceModel(path, threads or worker_threads())
             _MODELS[key] = model

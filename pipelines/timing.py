@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from schemas.operations import StageTiming
+from ctxledger.schemas.operations import StageTiming
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,14 @@ Arrow (and so Parquet and DuckDB) schema from the model, and a parity test keeps
 in step, so the contract lives in one place.
 """
 
-from schemas.base import SCHEMA_VERSION, Record, canonical_json, content_hash
-from schemas.operations import DeadLetter, LandingFile, RunManifest, StageCount
-from schemas.transcript import (
+from ctxledger.schemas.base import SCHEMA_VERSION, Record, canonical_json, content_hash
+from ctxledger.schemas.operations import (
+    DeadLetter,
+    LandingFile,
+    RunManifest,
+    StageCount,
+)
+from ctxledger.schemas.transcript import (
     Artifact,
     Message,
     PiiFinding,

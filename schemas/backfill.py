@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from schemas.base import Record
+from ctxledger.schemas.base import Record
 
 DiffSection = Literal["tables", "redactions", "memories", "ledger", "chunks"]
 

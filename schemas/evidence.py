@@ -20,9 +20,9 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.arrow import Float32
-from schemas.base import Record
-from schemas.transcript import PiiFinding
+from ctxledger.schemas.arrow import Float32
+from ctxledger.schemas.base import Record
+from ctxledger.schemas.transcript import PiiFinding
 
 #: Width of the MiniLM sentence embeddings stored with every chunk.
 EMBEDDING_DIM = 384

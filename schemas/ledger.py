@@ -22,7 +22,7 @@ from typing import ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.base import Record
+from ctxledger.schemas.base import Record
 
 ProtectedKind = Literal[
     "amount", "date", "identifier", "negation", "pending_action", "approval"

@@ -27,9 +27,9 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.arrow import Float32
-from schemas.base import Record, content_hash
-from schemas.evidence import EMBEDDING_DIM
+from ctxledger.schemas.arrow import Float32
+from ctxledger.schemas.base import Record, content_hash
+from ctxledger.schemas.evidence import EMBEDDING_DIM
 
 MemorySource = Literal["user_stated", "system_record", "model_inferred", "unknown"]
 MemoryKind = Literal["rule", "preference", "identity", "fact", "account_state"]

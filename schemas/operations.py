@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from schemas.base import Record
+from ctxledger.schemas.base import Record
 
 RunStatus = Literal["committed", "failed", "empty"]
 

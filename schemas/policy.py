@@ -37,11 +37,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.base import canonical_json
-from schemas.evidence import EvidenceSettings
-from schemas.ledger import PROTECTED_KINDS, ProtectedKind
-from schemas.memory import MemorySettings
-from schemas.sources import SourceRegistry
+from ctxledger.schemas.base import canonical_json
+from ctxledger.schemas.evidence import EvidenceSettings
+from ctxledger.schemas.ledger import PROTECTED_KINDS, ProtectedKind
+from ctxledger.schemas.memory import MemorySettings
+from ctxledger.schemas.sources import SourceRegistry
 
 OperatorName = Literal["pseudonymize", "mask", "redact", "keep"]
 

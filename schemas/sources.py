@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schemas.base import Record, canonical_json
+from ctxledger.schemas.base import Record, canonical_json
 
 SourceKind = Literal["document", "tool_artifact", "memory", "consent", "system_record"]
 Sensitivity = Literal["public", "internal", "confidential", "restricted"]

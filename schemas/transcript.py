@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.base import Record
+from ctxledger.schemas.base import Record
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolStatus = Literal["ok", "error", "unknown"]

@@ -2,6 +2,6 @@
 ``search_evidence``, ``pack``, over committed snapshots that never block a
 writer; and the HTTP (``serving.http``) and MCP (``serving.mcp``) servers."""
 
-from serving.context import Context
+from ctxledger.serving.context import Context
 
 __all__ = ["Context"]

@@ -19,12 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from schemas.evidence import ContextManifest, PackRequest, SearchHit
-from schemas.policy import Policy, load_policy
-from schemas.sources import SourceRegistry
-from serving.snapshot import SnapshotReader, is_missing_file
-from warehouse.catalog import Warehouse
-from warehouse.memory_api import MemoryView
+from ctxledger.schemas.evidence import ContextManifest, PackRequest, SearchHit
+from ctxledger.schemas.policy import Policy, load_policy
+from ctxledger.schemas.sources import SourceRegistry
+from ctxledger.serving.snapshot import SnapshotReader, is_missing_file
+from ctxledger.warehouse.catalog import Warehouse
+from ctxledger.warehouse.memory_api import MemoryView
 
 T = TypeVar("T")
 
@@ -123,7 +123,7 @@ class Context:
         self, tenant_id: str, subject_id: str, purpose: str, at: datetime | None
     ) -> tuple[MemoryView, int]:
         """``memories`` and the snapshot id that answered."""
-        from warehouse.memory_api import memories
+        from ctxledger.warehouse.memory_api import memories
 
         settings = self.policy.memory
         return self._read(
@@ -158,7 +158,7 @@ class Context:
         subject_id: str | None = None,
     ) -> tuple[list[SearchHit], int]:
         """``search_evidence`` and the snapshot id that answered."""
-        from warehouse.evidence_api import embed_query, search_evidence
+        from ctxledger.warehouse.evidence_api import embed_query, search_evidence
 
         vector = embed_query(self.policy.evidence.embedding, query)
         return self._read(
@@ -182,7 +182,7 @@ class Context:
 
     def pack_at(self, request: PackRequest) -> tuple[ContextManifest, int]:
         """``pack`` and the snapshot id that answered."""
-        from warehouse.evidence_api import pack
+        from ctxledger.warehouse.evidence_api import pack
 
         def run(wh: Warehouse) -> ContextManifest:
             registry = self._registry(wh)
@@ -194,7 +194,7 @@ class Context:
         """The snapshot's active source registry, read once per snapshot
         (under a lock: the snapshot's DuckDB connection runs one statement
         at a time)."""
-        from warehouse.sources import active_registry
+        from ctxledger.warehouse.sources import active_registry
 
         key = wh.current_snapshot()
         registry = self._registries.get(key)
@@ -247,8 +247,8 @@ def serving_policy(policy: Policy) -> Policy:
 def _warm(wh: Warehouse, policy: Policy) -> None:
     """Build what the first request of a new snapshot would otherwise pay for:
     the memory replica, the evidence index and the query embedder."""
-    from warehouse.evidence_api import embedder, load_index
-    from warehouse.memory_serving import REPLICA_TABLES, serving_store
+    from ctxledger.warehouse.evidence_api import embedder, load_index
+    from ctxledger.warehouse.memory_serving import REPLICA_TABLES, serving_store
 
     tables = wh.existing_tables()
     if set(REPLICA_TABLES) <= tables:

@@ -19,10 +19,10 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.evidence import ContextManifest, PackRequest, SearchHit
-from serving.auth import AuthError, Principal, Tokens, subject_for, tenant_for
-from serving.context import Context
-from warehouse.memory_api import MemoryView, ServedMemory
+from ctxledger.schemas.evidence import ContextManifest, PackRequest, SearchHit
+from ctxledger.serving.auth import AuthError, Principal, Tokens, subject_for, tenant_for
+from ctxledger.serving.context import Context
+from ctxledger.warehouse.memory_api import MemoryView, ServedMemory
 
 
 class _Body(BaseModel):
@@ -142,7 +142,7 @@ def create_app(
     ``context`` and closes it when the server shuts down (a worker process)."""
     from contextlib import asynccontextmanager
 
-    from warehouse.evidence_pack import PackError
+    from ctxledger.warehouse.evidence_pack import PackError
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -310,7 +310,7 @@ def serve_workers(
              if v is not None}  # fmt: skip
     os.environ[WORKER_ENV] = json.dumps(spec)
     uvicorn.run(
-        "serving.http:worker_app",
+        "ctxledger.serving.http:worker_app",
         factory=True,
         workers=workers,
         host=host,

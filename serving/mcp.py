@@ -16,9 +16,9 @@ from datetime import datetime
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from serving.auth import Principal, subject_for, tenant_for
-from serving.context import Context
-from serving.http import (
+from ctxledger.serving.auth import Principal, subject_for, tenant_for
+from ctxledger.serving.context import Context
+from ctxledger.serving.http import (
     MemoriesResponse,
     PackBody,
     PackResponse,
@@ -45,7 +45,7 @@ def create_server(context: Context, principal: Principal) -> MCPServer:
     operators = tuple(context.policy.evidence.artifacts.operator_groups)
 
     def scoped(tenant_id: str | None, subject_id: str | None):
-        from serving.auth import AuthError
+        from ctxledger.serving.auth import AuthError
 
         try:
             return (

@@ -44,9 +44,9 @@ from typing import Any
 
 import duckdb
 
-from warehouse.catalog import CATALOG_FILE, Warehouse, WarehouseError
-from warehouse.catalog_url import catalog_location
-from warehouse.memory_serving import file_signature
+from ctxledger.warehouse.catalog import CATALOG_FILE, Warehouse, WarehouseError
+from ctxledger.warehouse.catalog_url import catalog_location
+from ctxledger.warehouse.memory_serving import file_signature
 
 log = logging.getLogger(__name__)
 

@@ -30,11 +30,11 @@ from pathlib import Path
 _SERVER = r"""
 import json, os, select, signal, sys, threading
 
-import jobs.cli, jobs.nightly, pipelines.graph
-from pipelines.evidence.embed import model_path
-from pipelines.models import sentence_model
-from pipelines.redact.ner import _load_shared
-from schemas.policy import load_policy
+import ctxledger.jobs.cli, ctxledger.jobs.nightly, ctxledger.pipelines.graph
+from ctxledger.pipelines.evidence.embed import model_path
+from ctxledger.pipelines.models import sentence_model
+from ctxledger.pipelines.redact.ner import _load_shared
+from ctxledger.schemas.policy import load_policy
 
 policy = load_policy()
 _load_shared(policy.pii.ner_model)
@@ -60,7 +60,7 @@ def run_child(request, ready):
         os.write(ready, b"+")
         os.close(ready)
         sys.argv = ["ctxledger", *request["argv"]]
-        jobs.cli.main()
+        ctxledger.jobs.cli.main()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from schemas import LandingFile, Session
-from schemas.arrow import to_table
+from ctxledger.schemas import LandingFile, Session
+from ctxledger.schemas.arrow import to_table
 
 
 def staged_sessions(tmp_path: Path, name: str, ids: range) -> str:

@@ -1,5 +1,5 @@
 """The warehouse: a DuckLake catalog over Parquet, and the query API over it."""
 
-from warehouse.catalog import Warehouse, WarehouseError
+from ctxledger.warehouse.catalog import Warehouse, WarehouseError
 
 __all__ = ["Warehouse", "WarehouseError"]

@@ -23,16 +23,24 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
-from schemas.arrow import arrow_schema
-from warehouse.catalog_url import catalog_location
-from warehouse.concurrency import retry_on_conflict
-from warehouse.tables import TABLES
-from warehouse.views import install_catalog_extras
+from ctxledger.schemas.arrow import arrow_schema
+from ctxledger.warehouse.catalog_url import catalog_location
+from ctxledger.warehouse.concurrency import retry_on_conflict
+from ctxledger.warehouse.tables import TABLES
+from ctxledger.warehouse.views import install_catalog_extras
+
+if TYPE_CHECKING:
+    from ctxledger.schemas.evidence import (
+        ContextManifest,
+        PackRequest,
+        SearchHit,
+    )
+    from ctxledger.warehouse.memory_api import MemoryView
 
 CATALOG_FILE = "catalog.ducklake"
 LAKE_ALIAS = "lake"
@@ -269,7 +277,7 @@ class Warehouse:
     def close(self) -> None:
         """Detach the lake, then close (a live relation must not pin the catalog)."""
         if "_memory_store" in self.__dict__:  # the memory serving replica's reader
-            from warehouse.memory_serving import close_store
+            from ctxledger.warehouse.memory_serving import close_store
 
             close_store(self)
         if self._con is not None:
@@ -569,9 +577,9 @@ class Warehouse:
 
     def memories(
         self, tenant_id: str, subject_id: str, purpose: str, at: Any = None
-    ) -> Any:
+    ) -> MemoryView:
         """Memories a context builder may use (``warehouse.memory_api.memories``)."""
-        from warehouse.memory_api import memories
+        from ctxledger.warehouse.memory_api import memories
 
         return memories(self, tenant_id, subject_id, purpose, at)
 
@@ -584,16 +592,16 @@ class Warehouse:
         as_of: Any = None,
         candidates: int = 20,
         **kwargs: Any,
-    ) -> Any:
+    ) -> list[SearchHit]:
         """Hybrid evidence search (``warehouse.evidence_api.search_evidence``)."""
-        from warehouse.evidence_api import search_evidence
+        from ctxledger.warehouse.evidence_api import search_evidence
 
         return search_evidence(
             self, tenant_id, principal_groups, query, k, as_of, candidates, **kwargs
         )
 
-    def pack(self, request: Any, **kwargs: Any) -> Any:
+    def pack(self, request: PackRequest, **kwargs: Any) -> ContextManifest:
         """A context pack with its manifest (``warehouse.evidence_api.pack``)."""
-        from warehouse.evidence_api import pack
+        from ctxledger.warehouse.evidence_api import pack
 
         return pack(self, request, **kwargs)

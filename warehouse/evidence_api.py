@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import numpy as np
 
-from schemas.evidence import EMBEDDING_DIM, SearchHit, SearchSettings
-from warehouse.evidence_index import STOPWORDS, EvidenceIndex
+from ctxledger.schemas.evidence import EMBEDDING_DIM, SearchHit, SearchSettings
+from ctxledger.warehouse.evidence_index import STOPWORDS, EvidenceIndex
 
 if TYPE_CHECKING:
-    from schemas.evidence import ContextManifest, PackRequest
-    from schemas.policy import Policy
-    from schemas.sources import SourceRegistry
-    from warehouse.catalog import Warehouse
+    from ctxledger.schemas.evidence import ContextManifest, PackRequest
+    from ctxledger.schemas.policy import Policy
+    from ctxledger.schemas.sources import SourceRegistry
+    from ctxledger.warehouse.catalog import Warehouse
 
 SQL_FILE = Path(__file__).resolve().parent / "sql" / "evidence.sql"
 _INDEXES: OrderedDict[tuple[Any, ...], EvidenceIndex] = OrderedDict()
@@ -54,7 +54,7 @@ def _read_only(
     root: str | Path, catalog: str | None, data_path: str | None
 ) -> duckdb.DuckDBPyConnection | None:
     """A read-only connection to the lake, or None when there is no warehouse."""
-    from warehouse.catalog import (
+    from ctxledger.warehouse.catalog import (
         CATALOG_FILE,
         LAKE_ALIAS,
         attach_lake,
@@ -227,7 +227,7 @@ def install_macros(
 ) -> None:
     """Create the evidence macros and ``evidence_embed`` on a lake connection."""
     policy = policy or _default_policy()
-    from warehouse.catalog import load_extensions
+    from ctxledger.warehouse.catalog import load_extensions
 
     load_extensions(con, "fts")
     embedder_settings = policy.evidence.embedding
@@ -253,7 +253,7 @@ def install_macros(
 # ------------------------------------------------------------------- search
 @lru_cache(maxsize=1)
 def _default_policy() -> Policy:
-    from schemas.policy import load_policy  # noqa: PLC0415
+    from ctxledger.schemas.policy import load_policy  # noqa: PLC0415
 
     return load_policy(None)
 
@@ -281,7 +281,7 @@ class _SerialEmbedder:
 def embedder(settings) -> Any:
     """One loaded ``Embedder`` per process and model (queries embed here);
     ``encode`` is serialised (``_SerialEmbedder``)."""
-    from pipelines.evidence.embed import Embedder  # noqa: PLC0415
+    from ctxledger.pipelines.evidence.embed import Embedder  # noqa: PLC0415
 
     key = settings.model_dump_json()
     with _EMBEDDER_LOCK:
@@ -360,8 +360,8 @@ def build_index(
         if hasattr(table, "read_all"):
             table = table.read_all()
     if table is None or table.num_rows == 0:
-        from schemas.arrow import arrow_schema  # noqa: PLC0415
-        from schemas.evidence import EvidenceChunk  # noqa: PLC0415
+        from ctxledger.schemas.arrow import arrow_schema  # noqa: PLC0415
+        from ctxledger.schemas.evidence import EvidenceChunk  # noqa: PLC0415
 
         schema = arrow_schema(EvidenceChunk)
         table = (
@@ -460,6 +460,6 @@ def pack(
     ``registry``: the source registry to value items with (default: the
     warehouse's active one, read per call; a server reads it once per
     snapshot)."""
-    from warehouse.evidence_pack import pack_context  # noqa: PLC0415
+    from ctxledger.warehouse.evidence_pack import pack_context  # noqa: PLC0415
 
     return pack_context(wh, request, policy or _default_policy(), registry)

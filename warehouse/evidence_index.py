@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from schemas.evidence import EMBEDDING_DIM, SearchSettings
+from ctxledger.schemas.evidence import EMBEDDING_DIM, SearchSettings
 
 #: English stop words dropped by ``evidence_terms`` (Python and SQL alike).
 STOPWORDS = tuple(
@@ -129,7 +129,7 @@ class _Tokenizer:
     _words_lock = threading.Lock()
 
     def __init__(self) -> None:
-        from warehouse.catalog import connect  # noqa: PLC0415
+        from ctxledger.warehouse.catalog import connect  # noqa: PLC0415
 
         self._con = connect(load=("fts",))
         self._con.execute(terms_sql())

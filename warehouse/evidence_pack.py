@@ -59,24 +59,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipelines.evidence.envelope import instruction_like, wrap_as_data
-from pipelines.ingest.tokens import count_tokens
-from schemas import content_hash
-from schemas.evidence import (
+from ctxledger.pipelines.evidence.envelope import instruction_like, wrap_as_data
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.schemas import content_hash
+from ctxledger.schemas.evidence import (
     ContextItem,
     ContextManifest,
     ContextScores,
     DroppedItem,
     PackRequest,
 )
-from schemas.sources import SourceRegistry, SourceSpec, above_clearance
-from warehouse.context_pack import PackError, greedy_select
+from ctxledger.schemas.sources import SourceRegistry, SourceSpec, above_clearance
+from ctxledger.warehouse.context_pack import PackError, greedy_select
 
 if TYPE_CHECKING:
-    from schemas.evidence import PackSettings
-    from schemas.policy import Policy
-    from warehouse.catalog import Warehouse
-    from warehouse.evidence_index import EvidenceIndex
+    from ctxledger.schemas.evidence import PackSettings
+    from ctxledger.schemas.policy import Policy
+    from ctxledger.warehouse.catalog import Warehouse
+    from ctxledger.warehouse.evidence_index import EvidenceIndex
 
 #: The date older runs gave tool outputs whose messages had none
 #: (``pipelines.evidence.documents.EPOCH``): read as unknown.
@@ -281,7 +281,7 @@ def _evidence_candidates(
     policy: Policy,
     query_vec: np.ndarray,
 ) -> tuple[EvidenceIndex, list[Candidate]]:
-    from warehouse.evidence_api import load_index  # noqa: PLC0415
+    from ctxledger.warehouse.evidence_api import load_index  # noqa: PLC0415
 
     settings = policy.evidence
     index = load_index(wh, settings.search)
@@ -330,7 +330,7 @@ _TEXT_CACHE_SIZE = 100_000
 
 
 def _text_vectors(policy: Policy, texts: list[str]) -> list[np.ndarray]:
-    from warehouse.evidence_api import embedder  # noqa: PLC0415
+    from ctxledger.warehouse.evidence_api import embedder  # noqa: PLC0415
 
     model = policy.evidence.embedding.model_dump_json()
     with _TEXT_LOCK:
@@ -556,7 +556,7 @@ def _superseded(
 ) -> list[tuple[Candidate, str]]:
     """For each selected document, the best-matching chunk of the version it
     replaced, when the principal may see that version (its own ACL then)."""
-    from warehouse.evidence_index import to_micros  # noqa: PLC0415
+    from ctxledger.warehouse.evidence_index import to_micros  # noqa: PLC0415
 
     out: list[tuple[Candidate, str]] = []
     seen: set[str] = set()
@@ -597,7 +597,7 @@ def _registry(wh: Warehouse, policy: Policy) -> SourceRegistry:
     a warehouse object without tables (test doubles)."""
     if not hasattr(wh, "existing_tables") or not hasattr(wh, "connection"):
         return policy.sources
-    from warehouse.sources import active_registry  # noqa: PLC0415
+    from ctxledger.warehouse.sources import active_registry  # noqa: PLC0415
 
     return active_registry(wh, policy)
 
@@ -610,7 +610,7 @@ def _stamp(
 ) -> SourceSpec:
     """Give ``c`` its source (id, owner, registry version, injection risk), the
     source's authority (unless the item has its own) and freshness."""
-    from warehouse.sources import source_of  # noqa: PLC0415
+    from ctxledger.warehouse.sources import source_of  # noqa: PLC0415
 
     spec = registry.spec(
         source_of(registry, c.source_id, c.source_kind, *c.source_keys)
@@ -783,7 +783,7 @@ def pack_context(
     ``registry``: value items with this source registry instead of the active
     one (``warehouse.sources.active_registry``): what-if runs and ablations.
     """
-    from warehouse.evidence_api import embed_query  # noqa: PLC0415
+    from ctxledger.warehouse.evidence_api import embed_query  # noqa: PLC0415
 
     settings = policy.evidence.pack
     now = _aware(request.now) or datetime.now(UTC)

@@ -37,9 +37,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from schemas import content_hash
-from schemas.arrow import to_table
-from schemas.memory import (
+from ctxledger.schemas import content_hash
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.memory import (
     ConsentRecord,
     ErasureReceipt,
     MemoryRecord,
@@ -47,7 +47,7 @@ from schemas.memory import (
     TableRows,
     subject_hash,
 )
-from warehouse.catalog import LAKE_ALIAS, Warehouse, connect
+from ctxledger.warehouse.catalog import LAKE_ALIAS, Warehouse, connect
 
 SQL_FILE = Path(__file__).resolve().parent / "sql" / "memory.sql"
 _INSTALLED = "_ctxledger_memory_macros"
@@ -105,7 +105,7 @@ def install_macros(wh: Warehouse) -> None:
 
 @lru_cache(maxsize=1)
 def _default_settings() -> MemorySettings:
-    from schemas.policy import load_policy
+    from ctxledger.schemas.policy import load_policy
 
     return load_policy(None).memory
 
@@ -189,7 +189,7 @@ def memories(
     """
     settings = settings or _default_settings()
     if not lake and wh.snapshot is None:
-        from warehouse.memory_serving import serving_store
+        from ctxledger.warehouse.memory_serving import serving_store
 
         return serving_store(wh).memories(
             tenant_id, subject_id, purpose, at, settings=settings
@@ -374,7 +374,7 @@ def _resolution_updates(
 ) -> list[MemoryRecord]:
     """Memories of ``subjects`` (minus ``dropped`` ids, plus ``extra`` ones about
     to be inserted) whose lifecycle columns change when re-resolved together."""
-    from pipelines.memory.resolve import changed, resolve
+    from ctxledger.pipelines.memory.resolve import changed, resolve
 
     stored = [m for m in _load_memories(wh, subjects) if m.memory_id not in dropped]
     ids = {m.memory_id for m in stored}
@@ -423,8 +423,8 @@ def _readmissions(
 
     Reads only; the caller writes the plan inside its transaction.
     """
-    from pipelines.memory.readmit import MessageText, readmit
-    from schemas.memory import MemoryRejection
+    from ctxledger.pipelines.memory.readmit import MessageText, readmit
+    from ctxledger.schemas.memory import MemoryRejection
 
     plan = _ReadmissionPlan()
     tables = wh.existing_tables()
@@ -608,7 +608,7 @@ def _refresh_replica(root, catalog, data_path, *, create: bool) -> None:
     """Bring the lookup replica (``warehouse.memory_serving``) up to the commits
     just made, rebuilding the files of tables that changed; ``create=False``:
     only if a replica exists."""
-    from warehouse.memory_serving import refresh_serving
+    from ctxledger.warehouse.memory_serving import refresh_serving
 
     refresh_serving(root, catalog=catalog, data_path=data_path, create=create)
 
@@ -928,7 +928,7 @@ def subject_sessions(
 ) -> tuple[list[str], dict[str, bool]]:
     """Session ids of the subject, and for each of their source files whether
     every session in that file belongs to the subject."""
-    from pipelines.memory.subjects import subject_for
+    from ctxledger.pipelines.memory.subjects import subject_for
 
     rows = wh.query(
         "SELECT session_id, source_file, metadata FROM sessions WHERE tenant_id = ?",
@@ -1093,7 +1093,10 @@ def _attributed_dead_letters(
     """
     import json
 
-    from pipelines.memory.subjects import subject_from_metadata, subject_from_path
+    from ctxledger.pipelines.memory.subjects import (
+        subject_from_metadata,
+        subject_from_path,
+    )
 
     con = wh.connection()
     con.register(
@@ -1306,7 +1309,7 @@ def erase_subject(
                 con.unregister("__receipt")
             _set_message(wh, f"erasure receipt {erasure_id}", {"kind": "erasure"})
     # purge_history rebuilt the lookup replica's files; crashed builds go too.
-    from warehouse.memory_serving import remove_partial_builds
+    from ctxledger.warehouse.memory_serving import remove_partial_builds
 
     remove_partial_builds(root)
     return receipt

@@ -75,15 +75,15 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from schemas.evidence import EMBEDDING_DIM
-from warehouse.catalog import LAKE_ALIAS, Warehouse
-from warehouse.memory_api import (
+from ctxledger.schemas.evidence import EMBEDDING_DIM
+from ctxledger.warehouse.catalog import LAKE_ALIAS, Warehouse
+from ctxledger.warehouse.memory_api import (
     MEMORY_COLUMNS,
     MemoryView,
     ServedMemory,
     _default_settings,
 )
-from warehouse.memory_api import memories as lake_memories
+from ctxledger.warehouse.memory_api import memories as lake_memories
 
 SERVING_DIR = "serving"
 REPLICA_TABLES = ("memories", "consent")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from warehouse.tables import TABLES
+from ctxledger.warehouse.tables import TABLES
 
 #: Temporary scope tables the predicates below refer to.
 SCOPE_SESSIONS = "__scope_sessions"

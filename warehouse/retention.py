@@ -47,11 +47,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from schemas import RunManifest, content_hash
-from schemas.arrow import to_table
-from schemas.policy import HistorySettings, Policy
-from warehouse.catalog import LAKE_ALIAS, Warehouse
-from warehouse.concurrency import attempt_alive, retry_on_conflict
+from ctxledger.schemas import RunManifest, content_hash
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.policy import HistorySettings, Policy
+from ctxledger.warehouse.catalog import LAKE_ALIAS, Warehouse
+from ctxledger.warehouse.concurrency import attempt_alive, retry_on_conflict
 
 
 @dataclass
@@ -238,7 +238,7 @@ def _newest_mtime(folder: Path) -> float:
 
 def prepare(wh: Warehouse) -> None:
     """What ``purge_in_transaction`` needs set up outside the transaction."""
-    from warehouse.memory_api import install_macros
+    from ctxledger.warehouse.memory_api import install_macros
 
     install_macros(wh)
 
@@ -321,8 +321,8 @@ def purge_in_transaction(
     ``readmission_run_id``: the run re-admitted memories name (default
     ``run_id``). Re-admitted memories are embedded with the policy's
     ``evidence.embedding`` (``embed``: another ``MemoryVectors``, tests)."""
-    from pipelines.memory.embed import MemoryVectors
-    from warehouse.memory_api import MaintenanceResult, _lifecycle
+    from ctxledger.pipelines.memory.embed import MemoryVectors
+    from ctxledger.warehouse.memory_api import MaintenanceResult, _lifecycle
 
     lifecycle = MaintenanceResult()
     if "memories" in wh.existing_tables():
@@ -367,7 +367,7 @@ def after_commit(
     Returns a ``MaintenanceResult`` (``memory`` if given, else one built from
     ``counts``) with ``history`` and ``compacted`` filled in.
     """
-    from warehouse.memory_api import (
+    from ctxledger.warehouse.memory_api import (
         SERVING_TABLES,
         MaintenanceResult,
         compact_sorted,

@@ -14,18 +14,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from schemas.sources import SourceRegistry, registry_from_rows, registry_rows
+from ctxledger.schemas.sources import SourceRegistry, registry_from_rows, registry_rows
 
 if TYPE_CHECKING:
-    from schemas.policy import Policy
-    from warehouse.catalog import Warehouse
+    from ctxledger.schemas.policy import Policy
+    from ctxledger.warehouse.catalog import Warehouse
 
 
 def _registry_table(registry: SourceRegistry, now: datetime):
     import pyarrow as pa  # noqa: PLC0415
 
-    from schemas.arrow import arrow_schema  # noqa: PLC0415
-    from schemas.sources import SourceRow  # noqa: PLC0415
+    from ctxledger.schemas.arrow import arrow_schema  # noqa: PLC0415
+    from ctxledger.schemas.sources import SourceRow  # noqa: PLC0415
 
     rows = registry_rows(registry, now)
     return pa.Table.from_pylist([r.row() for r in rows], schema=arrow_schema(SourceRow))
@@ -47,7 +47,7 @@ def sync_registry(
 ) -> int:
     """Store ``registry`` in ``sources`` (one snapshot); 0 when that version is
     already stored. Returns the rows added."""
-    from warehouse.concurrency import retry_on_conflict  # noqa: PLC0415
+    from ctxledger.warehouse.concurrency import retry_on_conflict  # noqa: PLC0415
 
     wh.ensure_tables()
     when = now or datetime.now(UTC)

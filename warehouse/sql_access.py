@@ -32,7 +32,7 @@ import re
 
 import duckdb
 
-from warehouse.catalog import LAKE_ALIAS
+from ctxledger.warehouse.catalog import LAKE_ALIAS
 
 
 def lake_files(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas import (
+from ctxledger.schemas import (
     Artifact,
     DeadLetter,
     LandingFile,
@@ -12,10 +12,10 @@ from schemas import (
     Session,
     ToolObservation,
 )
-from schemas.backfill import BackfillChange
-from schemas.evidence import DocumentFile, DocumentVersion, EvidenceChunk
-from schemas.ledger import ArtifactTrailEntry, LedgerEntry
-from schemas.memory import (
+from ctxledger.schemas.backfill import BackfillChange
+from ctxledger.schemas.evidence import DocumentFile, DocumentVersion, EvidenceChunk
+from ctxledger.schemas.ledger import ArtifactTrailEntry, LedgerEntry
+from ctxledger.schemas.memory import (
     ConsentRecord,
     ErasureReceipt,
     MemoryExtraction,
@@ -23,7 +23,7 @@ from schemas.memory import (
     MemoryRecord,
     MemoryRejection,
 )
-from schemas.sources import SourceRow
+from ctxledger.schemas.sources import SourceRow
 
 #: Every table, in commit order, mapped to its record model. A new record family
 #: adds its models here; ``Warehouse.ensure_tables`` creates them on next open.

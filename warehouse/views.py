@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from warehouse.tables import TABLES
+from ctxledger.warehouse.tables import TABLES
 
 
 @dataclass(frozen=True)

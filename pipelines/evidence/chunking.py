@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipelines.ingest.tokens import count_tokens
+from ctxledger.pipelines.ingest.tokens import count_tokens
 
 #: Bump when the chunking rules change (stored with every document version).
 CHUNKER_VERSION = "sections-2"

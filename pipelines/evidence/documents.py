@@ -17,26 +17,26 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from pipelines.evidence.chunking import (
+from ctxledger.pipelines.evidence.chunking import (
     ARTIFACT_CHUNKER_VERSION,
     CHUNKER_VERSION,
     ChunkSpan,
     chunk_text,
     evidence_windows,
 )
-from pipelines.evidence.landing import (
+from ctxledger.pipelines.evidence.landing import (
     DocItem,
     MetadataError,
     read_sidecar,
     resolve_metadata,
     split_front_matter,
 )
-from pipelines.ingest.landing import read_regular
-from pipelines.ingest.sources import has_surrogate
-from pipelines.ingest.tokens import count_tokens
-from schemas import Artifact, DeadLetter, PiiFinding, content_hash
-from schemas.evidence import DocumentFile, DocumentVersion, EvidenceChunk
-from schemas.policy import Policy
+from ctxledger.pipelines.ingest.landing import read_regular
+from ctxledger.pipelines.ingest.sources import has_surrogate
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.schemas import Artifact, DeadLetter, PiiFinding, content_hash
+from ctxledger.schemas.evidence import DocumentFile, DocumentVersion, EvidenceChunk
+from ctxledger.schemas.policy import Policy
 
 STAGE_DOCS = "evidence_docs"
 STAGE_ARTIFACTS = "evidence_artifacts"
@@ -212,7 +212,7 @@ def screen_secrets(
     letter is of stage ``evidence_embed`` (unit: chunk), so every chunk a
     version announces (``chunk_count``) is stored or dead-lettered, as before.
     """
-    from pipelines.redact.residual import secret_in_text  # noqa: PLC0415
+    from ctxledger.pipelines.redact.residual import secret_in_text  # noqa: PLC0415
 
     kept: list[ChunkDraft] = []
     letters: list[DeadLetter] = []

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from schemas.evidence import EMBEDDING_DIM, EmbeddingSettings
+from ctxledger.schemas.evidence import EMBEDDING_DIM, EmbeddingSettings
 
 #: Model names we can resolve offline, to the package that ships the weights.
 OFFLINE_MODELS = {
@@ -93,7 +93,7 @@ class Embedder:
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    from pipelines.models import sentence_model  # noqa: PLC0415
+                    from ctxledger.pipelines.models import sentence_model  # noqa: PLC0415
 
                     # the policy's torch_threads, else the launcher's budget
                     self._model = sentence_model(

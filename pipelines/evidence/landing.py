@@ -39,8 +39,8 @@ from typing import Any
 
 import yaml
 
-from pipelines.ingest import reasons
-from pipelines.ingest.landing import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.landing import (
     NotRegularFileError,
     Refusal,
     check_entry,
@@ -50,7 +50,7 @@ from pipelines.ingest.landing import (
     tenant_for,
     walk_landing,
 )
-from schemas.base import canonical_json
+from ctxledger.schemas.base import canonical_json
 
 SIDECAR_SUFFIXES = (".meta.json", ".meta.yaml", ".meta.yml")
 MANIFEST_NAME = "versions.json"

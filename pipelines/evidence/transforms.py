@@ -38,8 +38,8 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from pipelines.config import JobConfig
-from pipelines.evidence.documents import (
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.evidence.documents import (
     STAGE_ARTIFACTS,
     STAGE_EMBED,
     RunInfo,
@@ -49,10 +49,10 @@ from pipelines.evidence.documents import (
     evidence_dead_letter,
     received_now,
 )
-from pipelines.evidence.embed import Embedder
-from pipelines.memory.subjects import subject_for
-from pipelines.timing import timed
-from schemas.evidence import EmbeddingSettings, EvidenceChunk
+from ctxledger.pipelines.evidence.embed import Embedder
+from ctxledger.pipelines.memory.subjects import subject_for
+from ctxledger.pipelines.timing import timed
+from ctxledger.schemas.evidence import EmbeddingSettings, EvidenceChunk
 
 DEAD_LETTER = "dead_letter"
 OUTPUTS = ("document_files", "documents", "evidence_chunks")
@@ -106,7 +106,7 @@ class ParseDocumentFn(beam.DoFn):
         self.documents = Metrics.counter("evidence", "documents")
 
     def setup(self):
-        from pipelines.redact.engine import Redactor
+        from ctxledger.pipelines.redact.engine import Redactor
 
         # presidio and spaCy load on the first document (``redact_batch``
         # sets up once), so runs without documents do not pay for them
@@ -215,7 +215,7 @@ class LookupEmbeddingsFn(beam.DoFn):
         batches (attaching the catalog costs ~0.1-0.3 s), opened on the first
         batch; None when there is no warehouse yet."""
         if not self._opened:
-            from warehouse.evidence_api import lookup_connection
+            from ctxledger.warehouse.evidence_api import lookup_connection
 
             self._con = lookup_connection(
                 self.config.warehouse, self.config.catalog, self.config.data_path
@@ -238,7 +238,7 @@ class LookupEmbeddingsFn(beam.DoFn):
         self._close()
 
     def process(self, batch):
-        from warehouse.evidence_api import lookup_embeddings
+        from ctxledger.warehouse.evidence_api import lookup_embeddings
 
         con = self._connection()
         known = (
@@ -432,10 +432,10 @@ def evidence_branch(redacted, config: JobConfig, policy, pipeline) -> dict[str, 
     Documents come from ``config.docs`` (files the warehouse has not processed);
     tool artifacts are this run's ``artifacts``.
     """
-    from pipelines.evidence.landing import discover_documents
-    from pipelines.ingest.landing import KnownFiles, new_items
-    from pipelines.redact.keys import load_key
-    from warehouse.evidence_api import processed_document_files
+    from ctxledger.pipelines.evidence.landing import discover_documents
+    from ctxledger.pipelines.ingest.landing import KnownFiles, new_items
+    from ctxledger.pipelines.redact.keys import load_key
+    from ctxledger.warehouse.evidence_api import processed_document_files
 
     items = []
     if config.docs:

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
-from pipelines.ingest.subjects import subject_from_path
-from schemas.base import content_hash
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
+from ctxledger.pipelines.ingest.subjects import subject_from_path
+from ctxledger.schemas.base import content_hash
 
 #: Extensions the nightly job treats as transcripts; other files are listed as
 #: skipped in the run output (never silently).
@@ -415,7 +415,11 @@ def parse_landing_file(
     rejected as a whole (``file_changed_during_run``) and stays unprocessed, so the
     next run picks up its final content.
     """
-    from pipelines.ingest.readers import detect_format, expected_records, read_source
+    from ctxledger.pipelines.ingest.readers import (
+        detect_format,
+        expected_records,
+        read_source,
+    )
 
     if item.refusal:
         return _whole_file_rejected(item, item.refusal, item.refusal_detail)

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import DraftMessage, DraftSession
-from pipelines.ingest.sources import decode_json
-from pipelines.ingest.subjects import declared_subject
-from pipelines.ingest.tokens import count_tokens
-from schemas import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import DraftMessage, DraftSession
+from ctxledger.pipelines.ingest.sources import decode_json
+from ctxledger.pipelines.ingest.subjects import declared_subject
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.schemas import (
     Artifact,
     DeadLetter,
     Message,
@@ -31,7 +31,7 @@ from schemas import (
     canonical_json,
     content_hash,
 )
-from schemas.sources import SourceRegistry, resolve_source
+from ctxledger.schemas.sources import SourceRegistry, resolve_source
 
 #: Formats whose own session id names a conversation beyond one file's bytes, so a
 #: session continued in a later file (an appended JSONL) keeps its id. The id is

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Rejected, SourceFile
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Rejected, SourceFile
 
 
 class RecordDecodeError(ValueError):

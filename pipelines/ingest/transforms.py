@@ -11,12 +11,16 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from pipelines.config import JobConfig
-from pipelines.ingest import reasons
-from pipelines.ingest.landing import LandingItem, parse_landing_file, write_quarantine
-from pipelines.ingest.normalize import SourceInfo, dead_letter
-from pipelines.timing import timed
-from schemas import LandingFile
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.landing import (
+    LandingItem,
+    parse_landing_file,
+    write_quarantine,
+)
+from ctxledger.pipelines.ingest.normalize import SourceInfo, dead_letter
+from ctxledger.pipelines.timing import timed
+from ctxledger.schemas import LandingFile
 
 DEAD_LETTER = "dead_letter"
 LANDING_FILE = "landing_file"

@@ -31,19 +31,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from pipelines.ingest.tokens import count_tokens
-from pipelines.ledger.boilerplate import (
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.pipelines.ledger.boilerplate import (
     is_demonstration,
     request_text,
     sentence_key,
 )
-from pipelines.ledger.citations import RECENT_MESSAGES
-from pipelines.ledger.protected import (
+from ctxledger.pipelines.ledger.citations import RECENT_MESSAGES
+from ctxledger.pipelines.ledger.protected import (
     checksum,
     extract_fields,
     merge_fields,
 )
-from pipelines.ledger.sections import (
+from ctxledger.pipelines.ledger.sections import (
     DroppedLine,
     Span,
     drop_secret_lines,
@@ -51,17 +51,21 @@ from pipelines.ledger.sections import (
     has_secret,
     merge_sections,
 )
-from pipelines.ledger.text import sentences
-from pipelines.ledger.trail import TrailInput, derive_trail, text_action_results
-from schemas.base import content_hash
-from schemas.ledger import (
+from ctxledger.pipelines.ledger.text import sentences
+from ctxledger.pipelines.ledger.trail import (
+    TrailInput,
+    derive_trail,
+    text_action_results,
+)
+from ctxledger.schemas.base import content_hash
+from ctxledger.schemas.ledger import (
     ArtifactTrailEntry,
     LedgerEntry,
     ProtectedField,
     SummarySections,
 )
-from schemas.policy import LedgerSettings
-from schemas.transcript import Message, Session, ToolObservation
+from ctxledger.schemas.policy import LedgerSettings
+from ctxledger.schemas.transcript import Message, Session, ToolObservation
 
 STRATEGY = "anchored-sections"
 STRATEGY_VERSION = "1"
@@ -118,7 +122,7 @@ class _State:
 
 def clear_caches() -> None:
     """Empty the per-process text caches (sentences, facts, rules, pins)."""
-    from pipelines.ledger import (
+    from ctxledger.pipelines.ledger import (
         citations,
         findings,
         goal,

@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipelines.ledger.boilerplate import is_prompt_line
-from pipelines.ledger.items import SOURCE_PREFIX
-from pipelines.ledger.next_steps import call_text
-from pipelines.ledger.text import cut
-from pipelines.ledger.trail import text_action
-from pipelines.redact.residual import secret_in_text
-from schemas.transcript import Message
+from ctxledger.pipelines.ledger.boilerplate import is_prompt_line
+from ctxledger.pipelines.ledger.items import SOURCE_PREFIX
+from ctxledger.pipelines.ledger.next_steps import call_text
+from ctxledger.pipelines.ledger.text import cut
+from ctxledger.pipelines.ledger.trail import text_action
+from ctxledger.pipelines.redact.residual import secret_in_text
+from ctxledger.schemas.transcript import Message
 
 #: How far back (in messages) a finding's sources may lie.
 RECENT_MESSAGES = 16

@@ -12,9 +12,9 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from pipelines.ledger.boilerplate import is_lead_in
-from pipelines.ledger.citations import tokens_of
-from pipelines.ledger.cues import (
+from ctxledger.pipelines.ledger.boilerplate import is_lead_in
+from ctxledger.pipelines.ledger.citations import tokens_of
+from ctxledger.pipelines.ledger.cues import (
     ANY_CUE,
     FAILED,
     FINDING,
@@ -26,10 +26,15 @@ from pipelines.ledger.cues import (
     REJECT,
     SUCCEEDED,
 )
-from pipelines.ledger.items import LIST_SEP, SIMILAR, SOURCE_PREFIX, similar
-from pipelines.ledger.text import clip, content_words, sentences, strip_observation
-from schemas.ledger import SectionItem
-from schemas.transcript import Message
+from ctxledger.pipelines.ledger.items import LIST_SEP, SIMILAR, SOURCE_PREFIX, similar
+from ctxledger.pipelines.ledger.text import (
+    clip,
+    content_words,
+    sentences,
+    strip_observation,
+)
+from ctxledger.schemas.ledger import SectionItem
+from ctxledger.schemas.transcript import Message
 
 FINDINGS_PER_MESSAGE = 2
 #: A lead-in keeps this much of the list it announces (its first items).

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipelines.ledger.items import keep_latest
-from pipelines.ledger.results import short_ref
-from pipelines.ledger.text import cut_left
-from schemas.ledger import ArtifactTrailEntry, ChangedArtifact, SectionItem
+from ctxledger.pipelines.ledger.items import keep_latest
+from ctxledger.pipelines.ledger.results import short_ref
+from ctxledger.pipelines.ledger.text import cut_left
+from ctxledger.schemas.ledger import ArtifactTrailEntry, ChangedArtifact, SectionItem
 
 
 def read_items(

@@ -20,13 +20,13 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from pipelines.ledger.boilerplate import (
+from ctxledger.pipelines.ledger.boilerplate import (
     is_demonstration,
     is_lead_in,
     request_text,
     sentence_key,
 )
-from pipelines.ledger.cues import (
+from ctxledger.pipelines.ledger.cues import (
     ASK,
     CLOSING,
     GREETING,
@@ -35,9 +35,9 @@ from pipelines.ledger.cues import (
     PIN,
     TAKES_ON,
 )
-from pipelines.ledger.protected import find_facts, find_rules
-from pipelines.ledger.text import clip, sentences, strip_observation
-from schemas.transcript import Message
+from ctxledger.pipelines.ledger.protected import find_facts, find_rules
+from ctxledger.pipelines.ledger.text import clip, sentences, strip_observation
+from ctxledger.schemas.transcript import Message
 
 #: Marks a goal line the assistant stated (no user sentence asked yet).
 ASSISTANT_GOAL_PREFIX = "assistant: "

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipelines.ledger.text import content_words
-from schemas.ledger import SectionItem
-from schemas.transcript import Message
+from ctxledger.pipelines.ledger.text import content_words
+from ctxledger.schemas.ledger import SectionItem
+from ctxledger.schemas.transcript import Message
 
 SIMILAR = 0.6
 #: Where a finding's source note starts (``citations``).

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import re
 
-from pipelines.ledger.cues import MARKDOWN
-from pipelines.ledger.text import clip, cut, text_lines
-from pipelines.ledger.trail import text_action
-from schemas.transcript import Message, ToolCall
+from ctxledger.pipelines.ledger.cues import MARKDOWN
+from ctxledger.pipelines.ledger.text import clip, cut, text_lines
+from ctxledger.pipelines.ledger.trail import text_action
+from ctxledger.schemas.transcript import Message, ToolCall
 
 CONFIRM_PREFIX = "confirmation asked: "
 REQUEST_PREFIX = "latest request: "

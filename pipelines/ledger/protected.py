@@ -35,7 +35,7 @@ from difflib import SequenceMatcher
 from functools import cached_property, lru_cache
 from typing import Literal
 
-from pipelines.ledger.text import (
+from ctxledger.pipelines.ledger.text import (
     clauses,
     content_words,
     coverage,
@@ -43,9 +43,9 @@ from pipelines.ledger.text import (
     sentences,
     strip_observation,
 )
-from schemas.base import canonical_json
-from schemas.ledger import PROTECTED_KINDS, ProtectedField
-from schemas.transcript import Message
+from ctxledger.schemas.base import canonical_json
+from ctxledger.schemas.ledger import PROTECTED_KINDS, ProtectedField
+from ctxledger.schemas.transcript import Message
 
 FACT_KINDS = ("amount", "date", "identifier")
 RULE_KINDS = ("negation", "pending_action", "approval")

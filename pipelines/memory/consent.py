@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from schemas.memory import ConsentRecord, MemorySettings, source_kind
+from ctxledger.schemas.memory import ConsentRecord, MemorySettings, source_kind
 
 
 class ConsentLine(BaseModel):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from schemas.memory import MemoryRecord
+from ctxledger.schemas.memory import MemoryRecord
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class MemoryVectors:
         if not memories or getattr(self.settings, "mode", "inline") != "inline":
             return memories
         if self.embedder is None:
-            from pipelines.evidence.embed import Embedder
+            from ctxledger.pipelines.evidence.embed import Embedder
 
             self.embedder = Embedder(self.settings)
         size = max(1, int(getattr(self.settings, "max_batch_size", 64)))

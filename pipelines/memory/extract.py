@@ -38,18 +38,23 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from pipelines.memory import cues, patterns
-from pipelines.memory.classify import (
+from ctxledger.pipelines.memory import cues, patterns
+from ctxledger.pipelines.memory.classify import (
     Encoder,
     PrototypeClassifier,
     PurposeClassifier,
     classifier_version,
     kind_prototypes,
 )
-from pipelines.memory.subjects import subject_for
-from pipelines.memory.text import Sentence, sentences
-from schemas import Message, Session, ToolCall, ToolObservation, content_hash
-from schemas.memory import MemoryKind, MemorySettings, MemorySource, Provenance
+from ctxledger.pipelines.memory.subjects import subject_for
+from ctxledger.pipelines.memory.text import Sentence, sentences
+from ctxledger.schemas import Message, Session, ToolCall, ToolObservation, content_hash
+from ctxledger.schemas.memory import (
+    MemoryKind,
+    MemorySettings,
+    MemorySource,
+    Provenance,
+)
 
 #: Bump when extraction logic changes; part of every candidate's extractor_version.
 EXTRACTOR_VERSION = "4"

@@ -34,12 +34,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from pipelines.memory.consent import had_grant, live_basis
-from pipelines.memory.extract import MemoryCandidate
-from pipelines.memory.readmit import NO_BASIS, readmittable
-from pipelines.redact.residual import secret_in_text
-from schemas import content_hash
-from schemas.memory import (
+from ctxledger.pipelines.memory.consent import had_grant, live_basis
+from ctxledger.pipelines.memory.extract import MemoryCandidate
+from ctxledger.pipelines.memory.readmit import NO_BASIS, readmittable
+from ctxledger.pipelines.redact.residual import secret_in_text
+from ctxledger.schemas import content_hash
+from ctxledger.schemas.memory import (
     ConsentRecord,
     MemoryRecord,
     MemoryRejection,

@@ -32,9 +32,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Rejected, SourceFile
-from pipelines.ingest.landing import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Rejected, SourceFile
+from ctxledger.pipelines.ingest.landing import (
     KnownFiles,
     NotRegularFileError,
     Refusal,
@@ -46,10 +46,14 @@ from pipelines.ingest.landing import (
     tenant_for,
     walk_landing,
 )
-from pipelines.ingest.sources import JsonRecord, iter_jsonl
-from pipelines.memory.consent import ConsentError, ConsentLine, consent_record
-from pipelines.memory.extract import EXTRACTOR_VERSION, MemoryCandidate, memory_id_for
-from schemas.memory import (
+from ctxledger.pipelines.ingest.sources import JsonRecord, iter_jsonl
+from ctxledger.pipelines.memory.consent import ConsentError, ConsentLine, consent_record
+from ctxledger.pipelines.memory.extract import (
+    EXTRACTOR_VERSION,
+    MemoryCandidate,
+    memory_id_for,
+)
+from ctxledger.schemas.memory import (
     ConsentRecord,
     MemoryKind,
     MemorySettings,

@@ -21,16 +21,16 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from pipelines.memory.extract import (
+from ctxledger.pipelines.memory.extract import (
     EXTRACTOR_VERSION,
     Draft,
     SessionContext,
     TransientError,
     message_provenance,
 )
-from pipelines.memory.patterns import normalize_slot
-from schemas import Message
-from schemas.memory import MEMORY_KINDS
+from ctxledger.pipelines.memory.patterns import normalize_slot
+from ctxledger.schemas import Message
+from ctxledger.schemas.memory import MEMORY_KINDS
 
 DEFAULT_MODEL = "gpt-4o-mini"
 API_KEY_ENV = "CTXLEDGER_LLM_API_KEY"

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from schemas.memory import (
+from ctxledger.schemas.memory import (
     ConsentRecord,
     MemoryRecord,
     MemoryRejection,
@@ -96,14 +96,14 @@ class Readmission:
 
 def _candidate(pointer: MemoryRejection, message: MessageText, settings, now):
     """The candidate the extractor gives at the pointer's span, or a close reason."""
-    from pipelines.memory.extract import (
+    from ctxledger.pipelines.memory.extract import (
         MemoryCandidate,
         RuleExtractor,
         SessionContext,
         memory_id_for,
     )
-    from pipelines.memory.text import sentences
-    from schemas import Message, Session
+    from ctxledger.pipelines.memory.text import sentences
+    from ctxledger.schemas import Message, Session
 
     prov = pointer.provenance
     extractor = RuleExtractor(settings, None)
@@ -202,7 +202,7 @@ def readmit(
     ``message``: the pointer's message row (None: it is gone); ``consent``: the
     subject's consent events. See the module docstring for the checks.
     """
-    from pipelines.memory.gate import gate_candidates
+    from ctxledger.pipelines.memory.gate import gate_candidates
 
     if message is None:
         return Readmission(closed=MESSAGE_GONE)

@@ -35,8 +35,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
-from pipelines.memory import patterns
-from schemas.memory import MemoryRecord
+from ctxledger.pipelines.memory import patterns
+from ctxledger.schemas.memory import MemoryRecord
 
 _FACT_SOURCES = ("user_stated", "system_record")
 

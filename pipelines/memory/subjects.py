@@ -7,7 +7,7 @@ the memory stage's and erasure's import path.
 
 from __future__ import annotations
 
-from pipelines.ingest.subjects import (
+from ctxledger.pipelines.ingest.subjects import (
     SESSION_PREFIX,
     SUBJECT_SEGMENT,
     declared_subject,

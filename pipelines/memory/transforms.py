@@ -25,10 +25,10 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from pipelines.config import JobConfig
-from pipelines.ingest.landing import write_quarantine
-from pipelines.ingest.normalize import SourceInfo, dead_letter
-from pipelines.memory.inputs import (
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.landing import write_quarantine
+from ctxledger.pipelines.ingest.normalize import SourceInfo, dead_letter
+from ctxledger.pipelines.memory.inputs import (
     CONSENT,
     SYSTEM_RECORDS,
     MemoryInputItem,
@@ -37,9 +37,9 @@ from pipelines.memory.inputs import (
     parse_consent_file,
     parse_system_records_file,
 )
-from pipelines.timing import timed
-from schemas import content_hash
-from schemas.memory import MemoryExtraction, MemoryInputFile
+from ctxledger.pipelines.timing import timed
+from ctxledger.schemas import content_hash
+from ctxledger.schemas.memory import MemoryExtraction, MemoryInputFile
 
 DEAD_LETTER = "dead_letter"
 EXTRACTION = "memory_extractions"
@@ -78,8 +78,8 @@ class ExtractSessionMemoriesFn(beam.DoFn):
         self.purpose_texts = Metrics.counter("memory", "purpose_texts")
 
     def setup(self):
-        from pipelines.memory.classify import MiniLMEncoder, PurposeClassifier
-        from pipelines.memory.extract import RuleExtractor
+        from ctxledger.pipelines.memory.classify import MiniLMEncoder, PurposeClassifier
+        from ctxledger.pipelines.memory.extract import RuleExtractor
 
         settings = self.policy.memory
         # The model loads on the first sentence that needs it (MiniLMEncoder
@@ -90,7 +90,7 @@ class ExtractSessionMemoriesFn(beam.DoFn):
             encoder = MiniLMEncoder(backend=backend)
         extractors = [RuleExtractor(settings, encoder)]
         if self.config.llm_endpoint:
-            from pipelines.memory.llm import DEFAULT_MODEL, LlmExtractor
+            from ctxledger.pipelines.memory.llm import DEFAULT_MODEL, LlmExtractor
 
             extractors.append(
                 LlmExtractor(
@@ -101,7 +101,7 @@ class ExtractSessionMemoriesFn(beam.DoFn):
         self.purposes = PurposeClassifier(settings, encoder)
 
     def process(self, element):
-        from pipelines.memory.extract import SessionContext, extract_session
+        from ctxledger.pipelines.memory.extract import SessionContext, extract_session
 
         session_id, grouped = element
         sessions = list(grouped["sessions"])
@@ -232,8 +232,8 @@ class ReadSystemRecordsFn(beam.DoFn):
     def setup(self):
         from pathlib import Path
 
-        from pipelines.redact.engine import Redactor
-        from pipelines.redact.keys import load_key
+        from ctxledger.pipelines.redact.engine import Redactor
+        from ctxledger.pipelines.redact.keys import load_key
 
         key = self.key or load_key(
             Path(self.config.key_file) if self.config.key_file else None
@@ -264,8 +264,8 @@ class GateSubjectMemoriesFn(beam.DoFn):
         self.rejected = Metrics.counter("memory", "rejected")
 
     def process(self, element):
-        from pipelines.memory.gate import gate_candidates
-        from pipelines.memory.resolve import resolve
+        from ctxledger.pipelines.memory.gate import gate_candidates
+        from ctxledger.pipelines.memory.resolve import resolve
 
         _, grouped = element
         consent = list(grouped["consent"])
@@ -335,12 +335,12 @@ class EmbedMemoriesFn(beam.DoFn):
 
     def setup(self):
         if self.embedder is None:
-            from pipelines.evidence.embed import Embedder
+            from ctxledger.pipelines.evidence.embed import Embedder
 
             self.embedder = Embedder(self.settings)
 
     def process(self, batch):
-        from pipelines.memory.embed import embed_memories
+        from ctxledger.pipelines.memory.embed import embed_memories
 
         try:
             done = embed_memories(batch, self.embedder)
@@ -487,8 +487,8 @@ def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
     Reads, at graph construction, the consent already stored and which input
     files were already read; adds ``ExtractMemories`` over the redacted records.
     """
-    from pipelines.ingest.landing import KnownFiles
-    from warehouse.memory_api import known_input_files, load_consent
+    from ctxledger.pipelines.ingest.landing import KnownFiles
+    from ctxledger.warehouse.memory_api import known_input_files, load_consent
 
     with config.open_warehouse() as wh:
         consent = load_consent(wh)

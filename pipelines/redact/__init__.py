@@ -10,19 +10,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipelines.redact.engine import Redaction, Redactor
-    from pipelines.redact.keys import load_key
+    from ctxledger.pipelines.redact.engine import Redaction, Redactor
+    from ctxledger.pipelines.redact.keys import load_key
 
 __all__ = ["Redaction", "Redactor", "load_key"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("Redaction", "Redactor"):
-        from pipelines.redact import engine
+        from ctxledger.pipelines.redact import engine
 
         return getattr(engine, name)
     if name == "load_key":
-        from pipelines.redact.keys import load_key
+        from ctxledger.pipelines.redact.keys import load_key
 
         return load_key
     raise AttributeError(name)

@@ -38,12 +38,21 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.redact import technical, textkind
-from pipelines.redact.names import find_names, relabel_org
-from pipelines.redact.ner import NerJob, NerRunner, candidate_windows, chunk_span
-from pipelines.redact.offline import ensure_offline_tldextract
-from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
-from pipelines.redact.places import (
+from ctxledger.pipelines.redact import technical, textkind
+from ctxledger.pipelines.redact.names import find_names, relabel_org
+from ctxledger.pipelines.redact.ner import (
+    NerJob,
+    NerRunner,
+    candidate_windows,
+    chunk_span,
+)
+from ctxledger.pipelines.redact.offline import ensure_offline_tldextract
+from ctxledger.pipelines.redact.patterns import (
+    PATTERN_DETECTORS,
+    PhoneFinder,
+    find_addresses,
+)
+from ctxledger.pipelines.redact.places import (
     adjacent_postcodes,
     find_places,
     org_place,
@@ -51,10 +60,10 @@ from pipelines.redact.places import (
     person_place,
     recipient_name,
 )
-from pipelines.redact.pseudonym import Pseudonymizer
-from pipelines.redact.scripts import foreign_script_names
-from pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
-from pipelines.redact.spans import (
+from ctxledger.pipelines.redact.pseudonym import Pseudonymizer
+from ctxledger.pipelines.redact.scripts import foreign_script_names
+from ctxledger.pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
+from ctxledger.pipelines.redact.spans import (
     SECRET_TYPES,
     Detection,
     drop_overlapping,
@@ -62,8 +71,8 @@ from pipelines.redact.spans import (
     repeated_values,
     resolve_overlaps,
 )
-from schemas.policy import Policy
-from schemas.transcript import PiiFinding
+from ctxledger.schemas.policy import Policy
+from ctxledger.schemas.transcript import PiiFinding
 
 #: Entity types NER can produce.
 NER_TYPES = frozenset({"PERSON", "LOCATION", "NRP", "ORGANIZATION", "DATE_TIME"})
@@ -134,7 +143,7 @@ class _Loaded:
         self._anonymizer: Any = None
         self.fallback: list = []
         if wanted - OWN_TYPES:
-            from pipelines.redact.recognizers import (  # noqa: PLC0415
+            from ctxledger.pipelines.redact.recognizers import (  # noqa: PLC0415
                 presidio_fallback_recognizers,
             )
 
@@ -142,7 +151,7 @@ class _Loaded:
         self.phone = PhoneFinder()
         if "PHONE_NUMBER" in wanted:
             self.phone.warm()
-        from pipelines.redact.offline import tld_extractor  # noqa: PLC0415
+        from ctxledger.pipelines.redact.offline import tld_extractor  # noqa: PLC0415
 
         tld_extractor()  # load the suffix snapshot now, not on the first e-mail
         if wanted & {"PERSON", "LOCATION"}:
@@ -153,12 +162,12 @@ class _Loaded:
         """presidio's ``AnonymizerEngine`` with our operators, built on first use."""
         with _ANONYMIZER_LOCK:
             if self._anonymizer is None:
-                from pipelines.redact.loading import import_anonymizer  # noqa: PLC0415
+                from ctxledger.pipelines.redact.loading import import_anonymizer  # noqa: PLC0415
 
                 import_anonymizer()  # without presidio's analyzer
                 from presidio_anonymizer import AnonymizerEngine  # noqa: PLC0415
 
-                from pipelines.redact.operators import (  # noqa: PLC0415
+                from ctxledger.pipelines.redact.operators import (  # noqa: PLC0415
                     MaskOperator,
                     PseudonymOperator,
                 )
@@ -484,10 +493,10 @@ def _warm_lexicons() -> None:
     """Load the name bank, gazetteer, English word frequencies and the
     ``usaddress`` model now: each loads lazily on first use, which would put a
     second or so of loading inside the first batch a worker redacts."""
-    from pipelines.redact.gazetteer import load_places  # noqa: PLC0415
-    from pipelines.redact.lexicon import zipf_en  # noqa: PLC0415
-    from pipelines.redact.namebank import load_bank  # noqa: PLC0415
-    from pipelines.redact.patterns import _us_parser  # noqa: PLC0415
+    from ctxledger.pipelines.redact.gazetteer import load_places  # noqa: PLC0415
+    from ctxledger.pipelines.redact.lexicon import zipf_en  # noqa: PLC0415
+    from ctxledger.pipelines.redact.namebank import load_bank  # noqa: PLC0415
+    from ctxledger.pipelines.redact.patterns import _us_parser  # noqa: PLC0415
 
     load_bank()
     load_places()

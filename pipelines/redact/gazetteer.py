@@ -19,13 +19,13 @@ import sys
 import threading
 from pathlib import Path
 
-from pipelines.redact.derived import (
+from ctxledger.pipelines.redact.derived import (
     cache_file,
     load_derived,
     package_version,
     write_lines,
 )
-from pipelines.redact.namebank import fold
+from ctxledger.pipelines.redact.namebank import fold
 
 _FORMAT = "v1"
 

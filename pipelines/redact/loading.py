@@ -99,7 +99,7 @@ def import_spacy() -> Any:
         import spacy  # noqa: PLC0415
 
         return spacy
-    from pipelines.models import model_lock  # noqa: PLC0415
+    from ctxledger.pipelines.models import model_lock  # noqa: PLC0415
 
     with model_lock():
         blocked = "torch" not in sys.modules

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pipelines.redact.derived import (
+from ctxledger.pipelines.redact.derived import (
     cache_file,
     load_derived,
     package_version,

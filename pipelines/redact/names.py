@@ -31,14 +31,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from pipelines.redact.lexicon import (
+from ctxledger.pipelines.redact.lexicon import (
     COMMON_WORDS,
     FIRST_NAMES,
     ORG_SUFFIXES,
     zipf_en,
 )
-from pipelines.redact.namebank import load_bank
-from pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.namebank import load_bank
+from ctxledger.pipelines.redact.spans import Detection
 
 _CAP = r"[A-Z\u00c0-\u00de][\w'’\-]*[^\W\d_]"
 _NAME = _CAP + r"(?:[ \t]+" + _CAP + r"){0,2}"

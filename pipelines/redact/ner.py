@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.redact.lexicon import COMMON_WORDS
-from pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.lexicon import COMMON_WORDS
+from ctxledger.pipelines.redact.spans import Detection
 
 #: spaCy labels -> our entity types (presidio's mapping, restricted to what we use).
 LABEL_MAP = {
@@ -283,7 +283,7 @@ def _load(model_name: str) -> tuple[Any, dict[str, str]]:
     """The model as presidio's spaCy engine loads it (``spacy.load``), without
     presidio's engine around it: importing that pulls in transformers and torch
     (seconds per process, ``pipelines.redact.loading``) for nothing we use."""
-    from pipelines.redact.loading import load_spacy  # noqa: PLC0415
+    from ctxledger.pipelines.redact.loading import load_spacy  # noqa: PLC0415
 
     nlp = load_spacy(model_name)
     for name in list(nlp.pipe_names):

@@ -7,7 +7,7 @@ only the anonymizer, imported light (``pipelines.redact.loading``).
 
 from __future__ import annotations
 
-from pipelines.redact.loading import import_anonymizer
+from ctxledger.pipelines.redact.loading import import_anonymizer
 
 import_anonymizer()
 

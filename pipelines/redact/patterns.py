@@ -16,10 +16,10 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 
-from pipelines.redact.lexicon import COMMON_WORDS as _COMMON_WORDS
-from pipelines.redact.lexicon import FIRST_NAMES, zipf_en
-from pipelines.redact.spans import Detection
-from pipelines.redact.textkind import has_digit
+from ctxledger.pipelines.redact.lexicon import COMMON_WORDS as _COMMON_WORDS
+from ctxledger.pipelines.redact.lexicon import FIRST_NAMES, zipf_en
+from ctxledger.pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.textkind import has_digit
 
 # ------------------------------------------------------------------------ e-mail
 

@@ -22,11 +22,16 @@ from __future__ import annotations
 
 import re
 
-from pipelines.redact.gazetteer import load_places
-from pipelines.redact.lexicon import COMMON_WORDS, DEMONYMS, ORG_SUFFIXES, zipf_en
-from pipelines.redact.namebank import fold, load_bank
-from pipelines.redact.patterns import POSTCODE
-from pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.gazetteer import load_places
+from ctxledger.pipelines.redact.lexicon import (
+    COMMON_WORDS,
+    DEMONYMS,
+    ORG_SUFFIXES,
+    zipf_en,
+)
+from ctxledger.pipelines.redact.namebank import fold, load_bank
+from ctxledger.pipelines.redact.patterns import POSTCODE
+from ctxledger.pipelines.redact.spans import Detection
 
 _CAP = r"[A-Z\u00c0-\u00de][\w'’\-]*[^\W\d_]"
 _CONNECTOR = (

@@ -29,16 +29,20 @@ from presidio_analyzer import (
     RecognizerResult,
 )
 
-from pipelines.redact.offline import ensure_offline_tldextract
-from pipelines.redact.operators import MaskOperator, PseudonymOperator  # noqa: F401
-from pipelines.redact.patterns import PATTERN_DETECTORS, PhoneFinder, find_addresses
-from pipelines.redact.secrets import (
+from ctxledger.pipelines.redact.offline import ensure_offline_tldextract
+from ctxledger.pipelines.redact.operators import MaskOperator, PseudonymOperator  # noqa: F401
+from ctxledger.pipelines.redact.patterns import (
+    PATTERN_DETECTORS,
+    PhoneFinder,
+    find_addresses,
+)
+from ctxledger.pipelines.redact.secrets import (
     TOKEN_RULES,
     SecretConfig,
     SecretDetector,
     TokenRule,
 )
-from pipelines.redact.spans import SECRET_TYPES, Detection
+from ctxledger.pipelines.redact.spans import SECRET_TYPES, Detection
 
 ensure_offline_tldextract()
 
@@ -193,7 +197,7 @@ def build_analyzer(policy: Any) -> Any:
         SpacyRecognizer,
     )
 
-    from pipelines.redact.engine import OWN_TYPES  # noqa: PLC0415
+    from ctxledger.pipelines.redact.engine import OWN_TYPES  # noqa: PLC0415
 
     types = {r.type for r in policy.pii.entities}
 

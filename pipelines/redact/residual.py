@@ -10,8 +10,8 @@ fast path (``secrets.SecretDetector``), with our own placeholders excluded.
 
 from __future__ import annotations
 
-from pipelines.redact.secrets import SecretDetector
-from pipelines.redact.spans import PLACEHOLDER_RE
+from ctxledger.pipelines.redact.secrets import SecretDetector
+from ctxledger.pipelines.redact.spans import PLACEHOLDER_RE
 
 _DETECTOR = SecretDetector()
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 
-from pipelines.redact.lexicon import zipf_en
-from pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.lexicon import zipf_en
+from ctxledger.pipelines.redact.spans import Detection
 
 #: Letters (and combining vowel signs) of the scripts handled here.
 _LETTERS = (

@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
-from pipelines.redact.lexicon import common_english
-from pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.lexicon import common_english
+from ctxledger.pipelines.redact.spans import Detection
 
 # --------------------------------------------------------------------------- utils
 

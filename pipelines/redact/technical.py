@@ -47,8 +47,8 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 
-from pipelines.redact.lexicon import FIRST_NAMES, zipf_en
-from pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.lexicon import FIRST_NAMES, zipf_en
+from ctxledger.pipelines.redact.spans import Detection
 
 #: Recognizers whose candidates are judged (no context cue of their own).
 _JUDGED_PREFIXES = (
@@ -370,14 +370,14 @@ def _given_name(word: str) -> bool:
 def _places_known() -> bool:
     """Whether the GeoNames gazetteer is available (else never judge by it)."""
     try:
-        from pipelines.redact.gazetteer import load_places  # noqa: PLC0415
+        from ctxledger.pipelines.redact.gazetteer import load_places  # noqa: PLC0415
     except ImportError:
         return False
     return bool(load_places())
 
 
 def _is_place(word: str) -> bool:
-    from pipelines.redact.gazetteer import is_place  # noqa: PLC0415
+    from ctxledger.pipelines.redact.gazetteer import is_place  # noqa: PLC0415
 
     return is_place(word)
 
@@ -385,7 +385,7 @@ def _is_place(word: str) -> bool:
 @lru_cache(maxsize=1)
 def _bank():  # noqa: ANN202 - a NameBank or None
     try:
-        from pipelines.redact.namebank import load_bank  # noqa: PLC0415
+        from ctxledger.pipelines.redact.namebank import load_bank  # noqa: PLC0415
     except ImportError:
         return None
     return load_bank() or None

@@ -12,10 +12,10 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from pipelines.config import JobConfig
-from pipelines.ingest.normalize import normalize_session
-from pipelines.ingest.transforms import source_info
-from pipelines.timing import timed
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.normalize import normalize_session
+from ctxledger.pipelines.ingest.transforms import source_info
+from ctxledger.pipelines.timing import timed
 
 DEAD_LETTER = "dead_letter"
 RECORD_TAGS = ("messages", "artifacts", "tool_observations")
@@ -34,7 +34,7 @@ class RedactSessionFn(beam.DoFn):
         self.dead = Metrics.counter("redact", "dead_letters")
 
     def setup(self):
-        from pipelines.redact.engine import Redactor
+        from ctxledger.pipelines.redact.engine import Redactor
 
         self.redactor = Redactor(self.policy, self.key)
         self.redactor.setup()

@@ -24,14 +24,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipelines.config import JobConfig
-from pipelines.sink.counts import STAGE_COUNTERS, StagedCounts
-from pipelines.timing import merge_timings, read_timings
-from schemas import RunManifest, StageCount
-from schemas.arrow import to_table
-from schemas.operations import StageTiming
-from warehouse.catalog import Warehouse
-from warehouse.tables import TABLES
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.sink.counts import STAGE_COUNTERS, StagedCounts
+from ctxledger.pipelines.timing import merge_timings, read_timings
+from ctxledger.schemas import RunManifest, StageCount
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.operations import StageTiming
+from ctxledger.warehouse.catalog import Warehouse
+from ctxledger.warehouse.tables import TABLES
 
 
 class StageImbalanceError(RuntimeError):
@@ -159,14 +159,14 @@ def commit_run(
         files_skipped=files_skipped,
         runner=runner,
     )
-    from schemas.policy import load_policy
-    from warehouse.retention import (
+    from ctxledger.schemas.policy import load_policy
+    from ctxledger.warehouse.retention import (
         RetentionCounts,
         expire_history,
         prepare,
         purge_in_transaction,
     )
-    from warehouse.sources import store_first_registry
+    from ctxledger.warehouse.sources import store_first_registry
 
     policy = load_policy(config.policy_file)
     now = datetime.now(UTC)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from schemas import StageCount
-from warehouse.catalog import connect
+from ctxledger.schemas import StageCount
+from ctxledger.warehouse.catalog import connect
 
 
 class StagedCounts:

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipelines.config import JobConfig
-from pipelines.sink.commit import manifest_table, prepare_commit
-from schemas import RunManifest
-from schemas.arrow import arrow_schema, to_table
-from schemas.backfill import BackfillChange
-from warehouse.catalog import Warehouse, WarehouseError
-from warehouse.replace import (
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.sink.commit import manifest_table, prepare_commit
+from ctxledger.schemas import RunManifest
+from ctxledger.schemas.arrow import arrow_schema, to_table
+from ctxledger.schemas.backfill import BackfillChange
+from ctxledger.warehouse.catalog import Warehouse, WarehouseError
+from ctxledger.warehouse.replace import (
     REPLACED,
     RUN_RECORDS,
     SCOPE_SESSIONS,
@@ -42,7 +42,7 @@ from warehouse.replace import (
     register_scope,
     replace_scope,
 )
-from warehouse.tables import TABLES
+from ctxledger.warehouse.tables import TABLES
 
 
 class StaleBackfillError(WarehouseError):
@@ -209,8 +209,8 @@ def _diff_rows(
 
 def _memory_vectors(config: JobConfig):
     """``MemoryVectors`` for the run's policy (the model loads only if used)."""
-    from pipelines.memory.embed import MemoryVectors
-    from schemas.policy import load_policy
+    from ctxledger.pipelines.memory.embed import MemoryVectors
+    from ctxledger.schemas.policy import load_policy
 
     return MemoryVectors(load_policy(config.policy_file).evidence.embedding)
 
@@ -248,7 +248,7 @@ class ReplacingCommit:
         return manifest
 
     def _commit(self, wh: Warehouse, config, staged, manifest):
-        from warehouse.memory_api import MaintenanceResult, _lifecycle
+        from ctxledger.warehouse.memory_api import MaintenanceResult, _lifecycle
 
         scope = self.scope
         con = wh.connection()

@@ -16,11 +16,11 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from pipelines.config import JobConfig
-from pipelines.sink.commit import commit_run
-from pipelines.sink.shards import SHARD_MAX_ROWS, ShardBuffer
-from schemas.arrow import arrow_schema
-from warehouse.tables import TABLES
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.sink.commit import commit_run
+from ctxledger.pipelines.sink.shards import SHARD_MAX_ROWS, ShardBuffer
+from ctxledger.schemas.arrow import arrow_schema
+from ctxledger.warehouse.tables import TABLES
 
 
 class WriteShardsFn(beam.DoFn):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from pipelines.ingest.landing import (
+from ctxledger.pipelines.ingest.landing import (
     TRANSCRIPT_SUFFIXES,
     LandingItem,
     NotRegularFileError,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pipelines.ingest.landing import LandingItem
+from ctxledger.pipelines.ingest.landing import LandingItem
 
 MICROS = 1_000_000
 

@@ -15,11 +15,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.backfill import close_over_sessions, run_backfill
-from jobs.cli import app
-from jobs.nightly import run_nightly
-from schemas.policy import load_policy
-from warehouse import Warehouse
+from ctxledger.jobs.backfill import close_over_sessions, run_backfill
+from ctxledger.jobs.cli import app
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.schemas.policy import load_policy
+from ctxledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 

@@ -21,10 +21,10 @@ from rich.console import Console
 from test_memory_api import SEED, _commit, _event
 from typer.testing import CliRunner
 
-from jobs.cli import app
-from jobs.cli_support import job_progress, split_beam_args
-from warehouse import Warehouse
-from warehouse.memory_api import record_consent
+from ctxledger.jobs.cli import app
+from ctxledger.jobs.cli_support import job_progress, split_beam_args
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import record_consent
 
 RUNNER = CliRunner()
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from warehouse import Warehouse
+from ctxledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.nightly import run_nightly
-from schemas.memory import ConsentRecord
-from schemas.policy import load_policy
-from warehouse import Warehouse
-from warehouse.memory_api import erase_subject, memories, record_consent
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.schemas.memory import ConsentRecord
+from ctxledger.schemas.policy import load_policy
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import erase_subject, memories, record_consent
 
 pytestmark = pytest.mark.slow
 

@@ -16,13 +16,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.cli import app
-from jobs.embed import run_embed
-from jobs.nightly import run_nightly
-from schemas.evidence import PackRequest
-from schemas.policy import DEFAULT_POLICY_PATH, load_policy
-from warehouse import Warehouse
-from warehouse.evidence_api import embedder, install_macros
+from ctxledger.jobs.cli import app
+from ctxledger.jobs.embed import run_embed
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.schemas.evidence import PackRequest
+from ctxledger.schemas.policy import DEFAULT_POLICY_PATH, load_policy
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.evidence_api import embedder, install_macros
 
 pytestmark = pytest.mark.slow
 

@@ -13,12 +13,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs import cli
-from jobs.eval_cases import load_case_set, run_case
-from schemas.policy import load_policy
-from schemas.sources import load_registry
-from warehouse.catalog import Warehouse
-from warehouse.sources import active_registry, row_sources, sync_registry
+from ctxledger.jobs import cli
+from ctxledger.jobs.eval_cases import load_case_set, run_case
+from ctxledger.schemas.policy import load_policy
+from ctxledger.schemas.sources import load_registry
+from ctxledger.warehouse.catalog import Warehouse
+from ctxledger.warehouse.sources import active_registry, row_sources, sync_registry
 
 CASES = Path(__file__).resolve().parents[2] / "eval" / "cases"
 
@@ -129,7 +129,7 @@ def test_every_row_resolves_and_authority_changes_ranking_without_rewrite(
     case = case_set.cases[0]
     lake_ = Warehouse.open(copy)
     try:
-        from warehouse.sources import ensure_registry
+        from ctxledger.warehouse.sources import ensure_registry
 
         # the first nightly stored the policy's registry in its own snapshot
         # (pipelines.sink.commit); storing it again adds nothing
@@ -213,7 +213,7 @@ def test_every_row_resolves_and_authority_changes_ranking_without_rewrite(
 
 def _ingest_transcript(tmp_path: Path, warehouse: Path) -> None:
     """One nightly over a session with two tool outputs and a stated preference."""
-    from jobs.nightly import run_nightly
+    from ctxledger.jobs.nightly import run_nightly
 
     landing = tmp_path / "landing" / "tenant=demo" / "subject=dana"
     landing.mkdir(parents=True)

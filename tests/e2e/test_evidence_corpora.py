@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.evidence.documents import RunInfo, build_document
-from pipelines.evidence.landing import discover_documents
-from pipelines.redact.engine import Redactor
-from schemas.policy import load_policy
+from ctxledger.pipelines.evidence.documents import RunInfo, build_document
+from ctxledger.pipelines.evidence.landing import discover_documents
+from ctxledger.pipelines.redact.engine import Redactor
+from ctxledger.schemas.policy import load_policy
 
 pytestmark = pytest.mark.slow
 

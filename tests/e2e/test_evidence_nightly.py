@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 import yaml
 
-from jobs.nightly import run_nightly
-from pipelines.evidence.envelope import unwrap
-from pipelines.ingest.tokens import count_tokens
-from schemas.evidence import PackRequest
-from schemas.policy import DEFAULT_POLICY_PATH, load_policy
-from warehouse import Warehouse
-from warehouse.evidence_api import install_macros, load_index
-from warehouse.evidence_pack import PackError
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.pipelines.evidence.envelope import unwrap
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.schemas.evidence import PackRequest
+from ctxledger.schemas.policy import DEFAULT_POLICY_PATH, load_policy
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.evidence_api import install_macros, load_index
+from ctxledger.warehouse.evidence_pack import PackError
 
 pytestmark = pytest.mark.slow
 

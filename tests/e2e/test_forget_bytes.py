@@ -21,9 +21,9 @@ import pytest
 from test_memory_api import leaks
 from typer.testing import CliRunner
 
-from jobs.cli import app
-from jobs.nightly import run_nightly
-from warehouse import Warehouse
+from ctxledger.jobs.cli import app
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from jobs.nightly import run_nightly
-from warehouse import Warehouse
-from warehouse.memory_api import erase_subject
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import erase_subject
 
 pytestmark = pytest.mark.slow
 

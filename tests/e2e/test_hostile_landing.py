@@ -31,9 +31,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.nightly import run_nightly
-from schemas.policy import DEFAULT_POLICY_PATH
-from warehouse import Warehouse
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.schemas.policy import DEFAULT_POLICY_PATH
+from ctxledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 

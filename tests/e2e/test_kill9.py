@@ -41,8 +41,8 @@ import pytest
 import yaml
 from forked_cli import JobServer
 
-from warehouse import Warehouse
-from warehouse.tables import TABLES
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.tables import TABLES
 
 pytestmark = pytest.mark.slow
 

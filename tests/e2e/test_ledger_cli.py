@@ -17,12 +17,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs import cli
-from jobs.nightly import run_nightly
-from schemas import RunManifest
-from schemas.arrow import to_table
-from schemas.transcript import Message
-from warehouse import Warehouse
+from ctxledger.jobs import cli
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.schemas import RunManifest
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.transcript import Message
+from ctxledger.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "fixtures" / "planted" / "forty_turns.jsonl"

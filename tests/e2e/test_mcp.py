@@ -27,7 +27,15 @@ TOKEN = "acme-support-token-1"
 async def _session(wh: Path, tokens: Path) -> dict:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "jobs.cli", "mcp", "--tokens", str(tokens), "-w", str(wh)],
+        args=[
+            "-m",
+            "ctxledger.jobs.cli",
+            "mcp",
+            "--tokens",
+            str(tokens),
+            "-w",
+            str(wh),
+        ],
         env={**os.environ, "CTXLEDGER_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)},
         cwd=str(ROOT),
     )

@@ -15,12 +15,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.memory.extract import memory_id_for
-from schemas.arrow import to_table
-from schemas.memory import ConsentRecord, MemoryRecord, Provenance
-from schemas.policy import load_policy
-from warehouse import Warehouse
-from warehouse.memory_api import maintain, record_consent
+from ctxledger.pipelines.memory.extract import memory_id_for
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.memory import ConsentRecord, MemoryRecord, Provenance
+from ctxledger.schemas.policy import load_policy
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import maintain, record_consent
 
 NOW = datetime.now(UTC)
 SETTINGS = load_policy(None).memory
@@ -134,7 +134,7 @@ def test_each_of_the_four_checks_on_its_own(seeded):
 
 
 def test_sql_macros_give_the_same_answer(seeded):
-    from warehouse.memory_api import install_macros
+    from ctxledger.warehouse.memory_api import install_macros
 
     install_macros(seeded)
     facts = seeded.query(
@@ -167,7 +167,16 @@ def test_sql_file_runs_through_the_sql_command_stdin(seeded, tmp_path):
         "SELECT text FROM memory_facts('acme', 'u1', 'support');\n"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "sql", "-w", str(root), "-o", "csv"],
+        [
+            sys.executable,
+            "-m",
+            "ctxledger.jobs.cli",
+            "sql",
+            "-w",
+            str(root),
+            "-o",
+            "csv",
+        ],
         input=script,
         capture_output=True,
         text=True,

@@ -19,10 +19,10 @@ import yaml
 from test_memory_api import leaks
 from test_memory_serving import replica_texts
 
-from jobs.nightly import run_nightly
-from schemas.memory import ConsentRecord
-from warehouse import Warehouse
-from warehouse.memory_api import record_consent
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.schemas.memory import ConsentRecord
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import record_consent
 
 pytestmark = pytest.mark.slow
 
@@ -219,8 +219,8 @@ def test_forget_leaves_no_byte_of_the_subjects_memories(planted):
     # the nightly built the lookup replica: the texts are in it, byte-readable
     assert {t for _, t in replica_texts(warehouse, priya)} == set(priya)
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "forget", "--warehouse", str(warehouse),
-         "--tenant", "acme", "--subject", "priya"],
+        [sys.executable, "-m", "ctxledger.jobs.cli", "forget",
+         "--warehouse", str(warehouse), "--tenant", "acme", "--subject", "priya"],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

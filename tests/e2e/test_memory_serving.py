@@ -14,12 +14,12 @@ from pathlib import Path
 
 from test_memory_api import leaks
 
-from pipelines.memory.extract import memory_id_for
-from schemas.arrow import to_table
-from schemas.memory import ConsentRecord, MemoryRecord, Provenance
-from warehouse import Warehouse
-from warehouse.memory_api import erase_subject, memories, record_consent
-from warehouse.memory_serving import (
+from ctxledger.pipelines.memory.extract import memory_id_for
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.memory import ConsentRecord, MemoryRecord, Provenance
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import erase_subject, memories, record_consent
+from ctxledger.warehouse.memory_serving import (
     REPLICA_TABLES,
     MemoryStore,
     changed_tables,

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from test_memory_serving import _commit, _event, _memory
 
-import warehouse.evidence_api as evidence_api
-from schemas.evidence import PackRequest
-from schemas.policy import load_policy
-from warehouse import Warehouse
-from warehouse.memory_api import install_macros as install_memory_macros
-from warehouse.memory_api import memories, record_consent
-from warehouse.memory_serving import read_replica, replica_path
+import ctxledger.warehouse.evidence_api as evidence_api
+from ctxledger.schemas.evidence import PackRequest
+from ctxledger.schemas.policy import load_policy
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import install_macros as install_memory_macros
+from ctxledger.warehouse.memory_api import memories, record_consent
+from ctxledger.warehouse.memory_serving import read_replica, replica_path
 
 MODEL = "all-MiniLM-L6-v2"
 

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.nightly import load_run, run_nightly
-from pipelines.ingest.landing import discover
-from schemas.policy import load_policy
-from warehouse import Warehouse
+from ctxledger.jobs.nightly import load_run, run_nightly
+from ctxledger.pipelines.ingest.landing import discover
+from ctxledger.schemas.policy import load_policy
+from ctxledger.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample" / "landing"
@@ -235,7 +235,8 @@ def test_make_run_summary_shows_memories_redactions_and_a_ledger_excerpt(nightly
     make = (ROOT / "Makefile").read_text()
     assert "< sample/summary.sql" in make and "sample/consent.jsonl" in make
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "sql", "--warehouse", str(warehouse)],
+        [sys.executable, "-m", "ctxledger.jobs.cli", "sql",
+         "--warehouse", str(warehouse)],
         stdin=SUMMARY_SQL.open(encoding="utf-8"),
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "250"},
     )  # fmt: skip
@@ -287,7 +288,7 @@ def test_portable_runner_gives_the_same_rows(tmp_path):
 def _cli(*args, check=True):
     env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", *args],
+        [sys.executable, "-m", "ctxledger.jobs.cli", *args],
         capture_output=True,
         text=True,
         env=env,

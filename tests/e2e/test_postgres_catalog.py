@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 from staged_rows import landing_row, staged_sessions
 
-from schemas import LandingFile, RunManifest
-from schemas.arrow import to_table
-from warehouse import Warehouse
-from warehouse.catalog import LAKE_ALIAS, connect
-from warehouse.catalog_url import catalog_location
-from warehouse.tables import TABLES
+from ctxledger.schemas import LandingFile, RunManifest
+from ctxledger.schemas.arrow import to_table
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.catalog import LAKE_ALIAS, connect
+from ctxledger.warehouse.catalog_url import catalog_location
+from ctxledger.warehouse.tables import TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_URL = "CTXLEDGER_TEST_POSTGRES"
@@ -214,7 +214,7 @@ def test_two_concurrent_nightly_jobs_on_one_postgres_catalog(
 
 _OPEN_SCRIPT = """
 import sys, time
-from warehouse import Warehouse
+from ctxledger.warehouse import Warehouse
 start, root, url, data = float(sys.argv[1]), *sys.argv[2:]
 while time.time() < start:
     pass

@@ -15,9 +15,9 @@ import logging
 import pytest
 from test_memory_api import leaks
 
-from jobs.nightly import run_nightly
-from warehouse import Warehouse
-from warehouse.memory_api import memories
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import memories
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.nightly import run_nightly
-from jobs.report import gather
-from jobs.report_html import BLUE, GREEN, ORANGE, PURPLE, RED
+from ctxledger.jobs.nightly import run_nightly
+from ctxledger.jobs.report import gather
+from ctxledger.jobs.report_html import BLUE, GREEN, ORANGE, PURPLE, RED
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def report(tmp_path_factory):
     assert result.manifest is not None and result.manifest.status == "committed"
     html = base / "out" / "report.html"
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "report", "--run", "latest",
+        [sys.executable, "-m", "ctxledger.jobs.cli", "report", "--run", "latest",
          "--html", str(html), "--warehouse", str(warehouse)],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip

@@ -22,16 +22,16 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from jobs.cli import app
-from pipelines.config import JobConfig
-from pipelines.sink.commit import commit_run
-from schemas import Artifact, Message, RunManifest, Session
-from schemas.arrow import to_table
-from schemas.evidence import DocumentVersion, EvidenceChunk
-from schemas.policy import HistorySettings, Policy, RetentionSettings
-from warehouse import Warehouse
-from warehouse.concurrency import attempt_lock
-from warehouse.retention import RetentionCounts, run_retention
+from ctxledger.jobs.cli import app
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.sink.commit import commit_run
+from ctxledger.schemas import Artifact, Message, RunManifest, Session
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.evidence import DocumentVersion, EvidenceChunk
+from ctxledger.schemas.policy import HistorySettings, Policy, RetentionSettings
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.concurrency import attempt_lock
+from ctxledger.warehouse.retention import RetentionCounts, run_retention
 
 NOW = datetime.now(UTC)
 DAY = timedelta(days=1)

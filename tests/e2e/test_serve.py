@@ -20,14 +20,14 @@ import httpx
 import pytest
 import uvicorn
 
-from pipelines.memory.extract import memory_id_for
-from schemas.arrow import to_table
-from schemas.memory import ConsentRecord, MemoryRecord, Provenance
-from serving import Context
-from serving.auth import Tokens
-from serving.http import create_app
-from warehouse import Warehouse
-from warehouse.memory_api import record_consent
+from ctxledger.pipelines.memory.extract import memory_id_for
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.memory import ConsentRecord, MemoryRecord, Provenance
+from ctxledger.serving import Context
+from ctxledger.serving.auth import Tokens
+from ctxledger.serving.http import create_app
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.memory_api import record_consent
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ import pytest
 from test_memory_api import SEED, _commit
 from typer.testing import CliRunner
 
-from jobs.cli import app
-from warehouse import Warehouse
+from ctxledger.jobs.cli import app
+from ctxledger.warehouse import Warehouse
 
 RUNNER = CliRunner()
 

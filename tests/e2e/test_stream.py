@@ -25,7 +25,7 @@ import duckdb
 import pytest
 from forked_cli import Job, JobServer
 
-from warehouse import Warehouse
+from ctxledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 

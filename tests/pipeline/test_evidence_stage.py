@@ -13,16 +13,16 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import JobConfig
-from pipelines.evidence.documents import RunInfo, build_document, text_hash
-from pipelines.evidence.embed import Embedder
-from pipelines.evidence.landing import discover_documents
-from pipelines.evidence.transforms import ChunkEvidence
-from schemas import Artifact, Message, Session
-from schemas.arrow import to_table
-from schemas.evidence import EvidenceChunk
-from schemas.policy import load_policy
-from warehouse import Warehouse
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.evidence.documents import RunInfo, build_document, text_hash
+from ctxledger.pipelines.evidence.embed import Embedder
+from ctxledger.pipelines.evidence.landing import discover_documents
+from ctxledger.pipelines.evidence.transforms import ChunkEvidence
+from ctxledger.schemas import Artifact, Message, Session
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.evidence import EvidenceChunk
+from ctxledger.schemas.policy import load_policy
+from ctxledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 

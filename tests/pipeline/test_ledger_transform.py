@@ -11,13 +11,13 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import JobConfig
-from pipelines.ingest.drafts import DraftSession, SourceFile
-from pipelines.ingest.normalize import SourceInfo, normalize_session
-from pipelines.ingest.readers import read_source
-from pipelines.ledger.build import SessionSources, build_session_ledger
-from pipelines.ledger.transforms import BuildLedger
-from schemas.policy import load_policy
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.drafts import DraftSession, SourceFile
+from ctxledger.pipelines.ingest.normalize import SourceInfo, normalize_session
+from ctxledger.pipelines.ingest.readers import read_source
+from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
+from ctxledger.pipelines.ledger.transforms import BuildLedger
+from ctxledger.schemas.policy import load_policy
 
 PLANTED = (
     Path(__file__).resolve().parents[1] / "fixtures" / "planted" / "forty_turns.jsonl"

@@ -12,12 +12,12 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import JobConfig
-from pipelines.memory.inputs import discover_inputs
-from pipelines.memory.transforms import ExtractMemories
-from schemas import Message, Session
-from schemas.memory import ConsentRecord
-from schemas.policy import load_policy
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.memory.inputs import discover_inputs
+from ctxledger.pipelines.memory.transforms import ExtractMemories
+from ctxledger.schemas import Message, Session
+from ctxledger.schemas.memory import ConsentRecord
+from ctxledger.schemas.policy import load_policy
 
 pytestmark = pytest.mark.slow
 

@@ -11,12 +11,12 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that
 from staged_rows import session
 
-from pipelines.config import JobConfig
-from pipelines.sink.commit import group_staged
-from pipelines.sink.shards import ShardBuffer
-from pipelines.sink.transforms import WriteTables
-from schemas import Session
-from schemas.arrow import arrow_schema
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.sink.commit import group_staged
+from ctxledger.pipelines.sink.shards import ShardBuffer
+from ctxledger.pipelines.sink.transforms import WriteTables
+from ctxledger.schemas import Session
+from ctxledger.schemas.arrow import arrow_schema
 
 
 def _session(i: int) -> Session:

@@ -9,11 +9,11 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import JobConfig
-from pipelines.ingest.drafts import DraftMessage, DraftSession
-from pipelines.ingest.landing import discover
-from pipelines.ingest.transforms import IngestTranscripts
-from pipelines.redact.transforms import RedactPII
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.drafts import DraftMessage, DraftSession
+from ctxledger.pipelines.ingest.landing import discover
+from ctxledger.pipelines.ingest.transforms import IngestTranscripts
+from ctxledger.pipelines.redact.transforms import RedactPII
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_ingest_transcripts_splits_sessions_dead_letters_and_file_counts(tmp_pat
 
 
 def test_redact_pii_emits_redacted_records_by_table(tmp_path):
-    from schemas.policy import load_policy
+    from ctxledger.schemas.policy import load_policy
 
     policy = load_policy(None)
     config = _config(tmp_path).model_copy(

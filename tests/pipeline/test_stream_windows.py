@@ -18,8 +18,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import Timestamp
 
-from pipelines.ingest.landing import LandingItem
-from pipelines.stream.windows import Picked, assign_windows
+from ctxledger.pipelines.ingest.landing import LandingItem
+from ctxledger.pipelines.stream.windows import Picked, assign_windows
 
 SIZE_US = 2_000_000
 PICKS = [  # (file, pick-up time in microseconds): gaps, edges, an empty window

@@ -48,9 +48,9 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Parsed, Rejected, SourceFile
-from pipelines.ingest.readers import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Parsed, Rejected, SourceFile
+from ctxledger.pipelines.ingest.readers import (
     anthropic_messages,
     api_bank,
     canonical,
@@ -62,8 +62,12 @@ from pipelines.ingest.readers import (
     tau_bench,
     toolbench,
 )
-from pipelines.ingest.readers._common import DOCUMENT, layout, sample_values
-from pipelines.ingest.sources import count_records, decode_document, iter_jsonl
+from ctxledger.pipelines.ingest.readers._common import DOCUMENT, layout, sample_values
+from ctxledger.pipelines.ingest.sources import (
+    count_records,
+    decode_document,
+    iter_jsonl,
+)
 
 # Registry order is the last tie-breaker of detection.
 _READERS: dict[str, ModuleType] = {

@@ -27,8 +27,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import (
     DraftMessage,
     DraftSession,
     DraftToolCall,
@@ -37,7 +37,7 @@ from pipelines.ingest.drafts import (
     Rejected,
     SourceFile,
 )
-from pipelines.ingest.sources import (
+from ctxledger.pipelines.ingest.sources import (
     JsonRecord,
     RecordDecodeError,
     decode_document,

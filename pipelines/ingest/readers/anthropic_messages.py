@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Parsed, SourceFile, as_text
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Parsed, SourceFile, as_text
+from ctxledger.pipelines.ingest.readers._common import (
     RecordError,
     SessionBuilder,
     args_text,
@@ -48,8 +48,8 @@ from pipelines.ingest.readers._common import (
     placeholder,
     unexpected_record,
 )
-from pipelines.ingest.readers.openai_chat import chat_marks, is_messages
-from pipelines.ingest.sources import JsonRecord
+from ctxledger.pipelines.ingest.readers.openai_chat import chat_marks, is_messages
+from ctxledger.pipelines.ingest.sources import JsonRecord
 
 FORMAT = "anthropic_messages"
 NAME_HINTS = ("anthropic", "claude")

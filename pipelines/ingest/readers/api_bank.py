@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipelines.ingest.drafts import (
+from ctxledger.pipelines.ingest.drafts import (
     DraftMessage,
     DraftSession,
     Parsed,
@@ -29,7 +29,7 @@ from pipelines.ingest.drafts import (
     SourceFile,
     as_text,
 )
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest.readers._common import (
     RecordError,
     args_text,
     build_message,

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import (
     DraftMessage,
     DraftSession,
     MetaValue,
@@ -33,15 +33,15 @@ from pipelines.ingest.drafts import (
     Rejected,
     SourceFile,
 )
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest.readers._common import (
     DRAFT_FIELDS,
     args_text,
     build_message,
     load_records,
     rejection,
 )
-from pipelines.ingest.sources import JsonRecord
-from pipelines.ingest.subjects import subject_from_metadata
+from ctxledger.pipelines.ingest.sources import JsonRecord
+from ctxledger.pipelines.ingest.subjects import subject_from_metadata
 
 FORMAT = "canonical"
 NAME_HINTS = ("canonical",)

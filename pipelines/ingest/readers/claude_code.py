@@ -28,15 +28,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import (
     DraftMessage,
     DraftSession,
     Parsed,
     Rejected,
     SourceFile,
 )
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest.readers._common import (
     DOCUMENT,
     RecordError,
     build_message,
@@ -48,7 +48,7 @@ from pipelines.ingest.readers._common import (
     parse_time,
     rejection,
 )
-from pipelines.ingest.readers.anthropic_messages import BlockConverter
+from ctxledger.pipelines.ingest.readers.anthropic_messages import BlockConverter
 
 FORMAT = "claude_code"
 NAME_HINTS = ("claude",)

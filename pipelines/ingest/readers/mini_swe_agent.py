@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Parsed, SourceFile
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Parsed, SourceFile
+from ctxledger.pipelines.ingest.readers._common import (
     RecordError,
     SessionBuilder,
     first_str,
@@ -33,9 +33,13 @@ from pipelines.ingest.readers._common import (
     need,
     per_record,
 )
-from pipelines.ingest.readers.openai_chat import ChatState, chat_marks, is_messages
-from pipelines.ingest.readers.swe_agent import is_environment_reply
-from pipelines.ingest.sources import JsonRecord
+from ctxledger.pipelines.ingest.readers.openai_chat import (
+    ChatState,
+    chat_marks,
+    is_messages,
+)
+from ctxledger.pipelines.ingest.readers.swe_agent import is_environment_reply
+from ctxledger.pipelines.ingest.sources import JsonRecord
 
 FORMAT = "mini_swe_agent"
 NAME_HINTS = (".traj.json", "mini")

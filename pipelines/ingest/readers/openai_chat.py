@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Parsed, SourceFile, as_text
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Parsed, SourceFile, as_text
+from ctxledger.pipelines.ingest.readers._common import (
     RecordError,
     SessionBuilder,
     args_text,
@@ -44,7 +44,7 @@ from pipelines.ingest.readers._common import (
     placeholder,
     unexpected_record,
 )
-from pipelines.ingest.sources import JsonRecord
+from ctxledger.pipelines.ingest.sources import JsonRecord
 
 FORMAT = "openai_chat"
 NAME_HINTS = ("openai", "chat")

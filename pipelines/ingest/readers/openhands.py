@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Parsed, SourceFile, as_text
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Parsed, SourceFile, as_text
+from ctxledger.pipelines.ingest.readers._common import (
     SessionBuilder,
     args_text,
     first_str,
@@ -45,7 +45,7 @@ from pipelines.ingest.readers._common import (
     per_record,
     unexpected_record,
 )
-from pipelines.ingest.sources import JsonRecord
+from ctxledger.pipelines.ingest.sources import JsonRecord
 
 FORMAT = "openhands"
 NAME_HINTS = ("openhands", "output.jsonl", "traj")

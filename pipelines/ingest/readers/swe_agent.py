@@ -29,9 +29,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Parsed, SourceFile
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Parsed, SourceFile
+from ctxledger.pipelines.ingest.readers._common import (
     RecordError,
     SessionBuilder,
     check,
@@ -40,8 +40,12 @@ from pipelines.ingest.readers._common import (
     meta,
     per_record,
 )
-from pipelines.ingest.readers.openai_chat import ChatState, content_text, is_messages
-from pipelines.ingest.sources import JsonRecord, decode_json
+from ctxledger.pipelines.ingest.readers.openai_chat import (
+    ChatState,
+    content_text,
+    is_messages,
+)
+from ctxledger.pipelines.ingest.sources import JsonRecord, decode_json
 
 FORMAT = "swe_agent"
 NAME_HINTS = (".traj",)

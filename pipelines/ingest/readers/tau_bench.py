@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Parsed, Rejected, SourceFile
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Parsed, Rejected, SourceFile
+from ctxledger.pipelines.ingest.readers._common import (
     DOCUMENT,
     RecordError,
     SessionBuilder,
@@ -30,8 +30,8 @@ from pipelines.ingest.readers._common import (
     raw_of,
     with_raw,
 )
-from pipelines.ingest.readers.openai_chat import ChatState
-from pipelines.ingest.sources import JsonRecord
+from ctxledger.pipelines.ingest.readers.openai_chat import ChatState
+from ctxledger.pipelines.ingest.sources import JsonRecord
 
 FORMAT = "tau_bench"
 NAME_HINTS = ("tau",)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import Parsed, Rejected, SourceFile
-from pipelines.ingest.readers._common import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import Parsed, Rejected, SourceFile
+from ctxledger.pipelines.ingest.readers._common import (
     SessionBuilder,
     check,
     first_str,
@@ -25,8 +25,8 @@ from pipelines.ingest.readers._common import (
     need,
     per_record,
 )
-from pipelines.ingest.readers.openai_chat import ChatState
-from pipelines.ingest.sources import JsonRecord
+from ctxledger.pipelines.ingest.readers.openai_chat import ChatState
+from ctxledger.pipelines.ingest.sources import JsonRecord
 
 FORMAT = "toolbench"
 NAME_HINTS = ("answer", "toolbench", "dfs")

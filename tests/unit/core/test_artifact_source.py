@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
-from pipelines.ingest.drafts import DraftMessage, DraftSession, DraftToolCall
-from pipelines.ingest.normalize import SourceInfo, normalize_session
-from schemas import Artifact, ToolObservation
-from schemas.arrow import to_table
-from schemas.sources import SourceRegistry, SourceSpec
-from warehouse import Warehouse
-from warehouse.replace import register_scope, replace_scope
-from warehouse.sources import row_sources, unregistered
+from ctxledger.pipelines.ingest.drafts import DraftMessage, DraftSession, DraftToolCall
+from ctxledger.pipelines.ingest.normalize import SourceInfo, normalize_session
+from ctxledger.schemas import Artifact, ToolObservation
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.sources import SourceRegistry, SourceSpec
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.replace import register_scope, replace_scope
+from ctxledger.warehouse.sources import row_sources, unregistered
 
 INFO = SourceInfo("acme", "tenant=acme/a.jsonl", "f" * 64, "run_1", "v1+abc", "t")
 REGISTRY = SourceRegistry(

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.config import JobConfig
-from warehouse.catalog_url import (
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.warehouse.catalog_url import (
     catalog_location,
     libpq_dsn,
     mask_password,
@@ -93,7 +93,7 @@ def test_unusable_urls_are_rejected(bad):
 def test_the_cli_option_converts_and_rejects():
     import typer
 
-    from jobs.cli import _catalog_value
+    from ctxledger.jobs.cli import _catalog_value
 
     assert _catalog_value("postgresql://h/db") == "postgres:dbname=db host=h"
     assert _catalog_value(None) is None

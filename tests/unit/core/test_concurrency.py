@@ -12,12 +12,16 @@ import duckdb
 import pytest
 from staged_rows import landing_row, staged_sessions
 
-from schemas import LandingFile, RunManifest
-from schemas.arrow import to_table
-from warehouse import Warehouse
-from warehouse.catalog import COMMIT_LOCK_TABLE, LAKE_ALIAS
-from warehouse.concurrency import backoff_delays, is_conflict, retry_on_conflict
-from warehouse.tables import TABLES
+from ctxledger.schemas import LandingFile, RunManifest
+from ctxledger.schemas.arrow import to_table
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.catalog import COMMIT_LOCK_TABLE, LAKE_ALIAS
+from ctxledger.warehouse.concurrency import (
+    backoff_delays,
+    is_conflict,
+    retry_on_conflict,
+)
+from ctxledger.warehouse.tables import TABLES
 
 
 def _conflict() -> duckdb.TransactionException:
@@ -203,8 +207,8 @@ def test_attempts_get_their_own_staging_and_a_dead_ones_lock_is_free(tmp_path):
     import subprocess
     import sys
 
-    from pipelines.config import JobConfig
-    from warehouse.concurrency import attempt_alive, attempt_lock, new_attempt
+    from ctxledger.pipelines.config import JobConfig
+    from ctxledger.warehouse.concurrency import attempt_alive, attempt_lock, new_attempt
 
     one, two = new_attempt(), new_attempt()
     configs = [
@@ -223,7 +227,7 @@ def test_attempts_get_their_own_staging_and_a_dead_ones_lock_is_free(tmp_path):
     # another process holds it, then dies without cleaning up (kill -9)
     child = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from warehouse.concurrency import attempt_lock\n"
+         "import sys, time; from ctxledger.warehouse.concurrency import attempt_lock\n"
          "with attempt_lock(sys.argv[1]):\n"
          "    print('locked', flush=True); time.sleep(60)", str(folder)],
         stdout=subprocess.PIPE, text=True,

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from jobs.cli import app
-from jobs.cli_support import BeamCommand, beam_flags
+from ctxledger.jobs.cli import app
+from ctxledger.jobs.cli_support import BeamCommand, beam_flags
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"

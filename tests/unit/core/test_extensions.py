@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from warehouse import catalog
+from ctxledger.warehouse import catalog
 
 
 @pytest.fixture

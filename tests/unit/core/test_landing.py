@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from pipelines.ingest.landing import (
+from ctxledger.pipelines.ingest.landing import (
     KnownFiles,
     NotRegularFileError,
     discover,
@@ -216,7 +216,7 @@ def test_a_file_swapped_for_a_fifo_after_discovery_is_not_opened(tmp_path, no_ha
 
 
 def test_memory_inputs_get_the_same_identity_and_guards(tmp_path, no_hang):
-    from pipelines.memory.inputs import discover_inputs, new_inputs
+    from ctxledger.pipelines.memory.inputs import discover_inputs, new_inputs
 
     outside = _put(tmp_path / "elsewhere", "c.jsonl", b"{}\n")
     _put(tmp_path, "c/tenant=a/x.jsonl", b"{}\n")
@@ -234,7 +234,7 @@ def test_memory_inputs_get_the_same_identity_and_guards(tmp_path, no_hang):
 
 
 def test_stream_folder_watcher_hands_refused_entries_over_once(tmp_path, no_hang):
-    from pipelines.stream.source import FolderWatcher
+    from ctxledger.pipelines.stream.source import FolderWatcher
 
     _put(tmp_path, "tenant=a/x.jsonl")
     os.mkfifo(tmp_path / "tenant=a" / "pipe.jsonl")

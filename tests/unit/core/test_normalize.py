@@ -9,17 +9,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from pipelines.ingest.drafts import (
+from ctxledger.pipelines.ingest.drafts import (
     DraftMessage,
     DraftSession,
     DraftToolCall,
     SourceFile,
 )
-from pipelines.ingest.normalize import SourceInfo, normalize_session, session_id_for
-from pipelines.ingest.readers import read_source
-from pipelines.ledger.trail import TrailState, call_ops
-from pipelines.memory.subjects import subject_for
-from schemas import PiiFinding
+from ctxledger.pipelines.ingest.normalize import (
+    SourceInfo,
+    normalize_session,
+    session_id_for,
+)
+from ctxledger.pipelines.ingest.readers import read_source
+from ctxledger.pipelines.ledger.trail import TrailState, call_ops
+from ctxledger.pipelines.memory.subjects import subject_for
+from ctxledger.schemas import PiiFinding
 
 INFO = SourceInfo(
     tenant_id="acme",
@@ -312,7 +316,7 @@ def test_a_subject_named_on_the_first_line_only_keeps_one_session():
 def test_identifier_and_status_keys_survive_the_key_field_limit():
     """A tau-bench reservation has ``user_id`` as its 14th key alphabetically:
     cut at ``KEY_FIELD_LIMIT`` alphabetically, the memory stage never saw it."""
-    from pipelines.ingest.normalize import KEY_FIELD_LIMIT, _key_fields
+    from ctxledger.pipelines.ingest.normalize import KEY_FIELD_LIMIT, _key_fields
 
     value = {f"a{i:02d}": i for i in range(KEY_FIELD_LIMIT + 4)}
     value |= {"user_id": "u-1", "status": "confirmed", "bookingId": "B7"}

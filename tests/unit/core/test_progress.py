@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-import pipelines.timing as timing
-from jobs.progress import StageWatcher, watch_stages
-from pipelines.timing import StageClock, read_progress, read_timings, timed
-from schemas.operations import StageTiming
+import ctxledger.pipelines.timing as timing
+from ctxledger.jobs.progress import StageWatcher, watch_stages
+from ctxledger.pipelines.timing import StageClock, read_progress, read_timings, timed
+from ctxledger.schemas.operations import StageTiming
 
 
 @timed("redact")

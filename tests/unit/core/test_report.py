@@ -10,12 +10,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs import cli
-from jobs.report import MAX_ROWS, gather, resolve_run, top_rows, write_report
-from schemas import DeadLetter, RunManifest, StageCount
-from schemas.arrow import to_table
-from schemas.operations import StageTiming
-from warehouse import Warehouse
+from ctxledger.jobs import cli
+from ctxledger.jobs.report import MAX_ROWS, gather, resolve_run, top_rows, write_report
+from ctxledger.schemas import DeadLetter, RunManifest, StageCount
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.operations import StageTiming
+from ctxledger.warehouse import Warehouse
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

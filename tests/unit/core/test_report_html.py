@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.report_html import (
+from ctxledger.jobs.report_html import (
     CSP,
     Chart,
     ReportPage,

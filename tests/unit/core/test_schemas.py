@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from schemas import Message, Session, canonical_json, content_hash
-from schemas.arrow import arrow_schema, to_table
-from warehouse.tables import TABLES
+from ctxledger.schemas import Message, Session, canonical_json, content_hash
+from ctxledger.schemas.arrow import arrow_schema, to_table
+from ctxledger.warehouse.tables import TABLES
 
 
 @pytest.mark.parametrize("table", sorted(TABLES))
@@ -110,7 +110,7 @@ def test_content_hash_separates_parts(a, b):
 
 
 def test_arrow_type_rejects_unsupported_annotations():
-    from schemas.arrow import arrow_type
+    from ctxledger.schemas.arrow import arrow_type
 
     with pytest.raises(TypeError):
         arrow_type(dict[str, int])

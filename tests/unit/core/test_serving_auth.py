@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from serving.auth import AuthError, Tokens, subject_for, tenant_for
+from ctxledger.serving.auth import AuthError, Tokens, subject_for, tenant_for
 
 SECRET = "a-long-enough-token-1"
 

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from schemas.evidence import EmbeddingSettings, SearchSettings
-from warehouse import evidence_api
-from warehouse.evidence_index import EvidenceIndex
+from ctxledger.schemas.evidence import EmbeddingSettings, SearchSettings
+from ctxledger.warehouse import evidence_api
+from ctxledger.warehouse.evidence_index import EvidenceIndex
 
 
 class _CountingModel:
@@ -148,8 +148,8 @@ def test_rows_read_from_cached_columns_match_the_arrow_table():
 
 
 def test_the_source_registry_is_read_once_per_snapshot(monkeypatch):
-    from serving import context as context_mod
-    from warehouse import sources
+    from ctxledger.serving import context as context_mod
+    from ctxledger.warehouse import sources
 
     calls = []
 
@@ -170,8 +170,8 @@ def test_the_source_registry_is_read_once_per_snapshot(monkeypatch):
 
 
 def test_a_server_embeds_queries_on_one_thread_unless_the_policy_says():
-    from schemas.policy import load_policy
-    from serving.context import serving_policy
+    from ctxledger.schemas.policy import load_policy
+    from ctxledger.serving.context import serving_policy
 
     policy = load_policy(None)
     assert policy.evidence.embedding.torch_threads == 0
@@ -187,7 +187,7 @@ def test_a_server_embeds_queries_on_one_thread_unless_the_policy_says():
 
 def test_blas_runs_on_the_threads_a_server_asks_for():
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from serving.context import limit_blas_threads
+    from ctxledger.serving.context import limit_blas_threads
 
     before = threadpoolctl.threadpool_info()
     try:
@@ -210,7 +210,7 @@ def test_serve_workers_gives_each_worker_process_its_own_context(monkeypatch, tm
     import uvicorn
     from fastapi.testclient import TestClient
 
-    from serving import http
+    from ctxledger.serving import http
 
     tokens = tmp_path / "tokens.json"
     row = {"token": "t" * 20, "tenant": "acme", "groups": ["support"]}
@@ -222,7 +222,7 @@ def test_serve_workers_gives_each_worker_process_its_own_context(monkeypatch, tm
         "wh", str(tokens), workers=3, port=9, catalog=None, policy_file=None,
         poll_s=2.0,
     )  # fmt: skip
-    assert ran["app"] == "serving.http:worker_app" and ran["factory"]
+    assert ran["app"] == "ctxledger.serving.http:worker_app" and ran["factory"]
     assert ran["workers"] == 3 and ran["port"] == 9
 
     opened: list = []

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from serving.snapshot import OWNER_FILE, WORKDIR_PREFIX, remove_orphans
+from ctxledger.serving.snapshot import OWNER_FILE, WORKDIR_PREFIX, remove_orphans
 
 
 def test_copies_of_a_dead_process_are_removed_live_ones_kept(tmp_path):

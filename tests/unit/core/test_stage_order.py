@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipelines.timing import STAGE_ORDER
+from ctxledger.pipelines.timing import STAGE_ORDER
 
 ROOT = Path(__file__).resolve().parents[3]
 

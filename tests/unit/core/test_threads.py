@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import models
-from pipelines.models import (
+from ctxledger.pipelines import models
+from ctxledger.pipelines.models import (
     THREAD_POOL_ENVS,
     WORKER_THREADS_ENV,
     local_workers,
@@ -130,9 +130,9 @@ def test_graph_builds_without_beam_ml_or_torch():
 
 
 def test_reuse_lookup_opens_one_connection_per_worker(monkeypatch, tmp_path):
-    import warehouse.evidence_api as api
-    from pipelines.config import JobConfig
-    from pipelines.evidence.transforms import LookupEmbeddingsFn
+    import ctxledger.warehouse.evidence_api as api
+    from ctxledger.pipelines.config import JobConfig
+    from ctxledger.pipelines.evidence.transforms import LookupEmbeddingsFn
 
     opened, closed, lookups = [], [], []
 

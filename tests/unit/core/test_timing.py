@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.nightly import load_run
-from pipelines.config import JobConfig
-from pipelines.sink.commit import commit_run
-from pipelines.timing import (
+from ctxledger.jobs.nightly import load_run
+from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.sink.commit import commit_run
+from ctxledger.pipelines.timing import (
     STAGE_ORDER,
     TIMINGS_DIR,
     StageClock,
@@ -24,10 +24,10 @@ from pipelines.timing import (
     read_timings,
     timed,
 )
-from schemas import LandingFile, RunManifest
-from schemas.arrow import to_table
-from schemas.operations import StageTiming
-from warehouse import Warehouse
+from ctxledger.schemas import LandingFile, RunManifest
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.operations import StageTiming
+from ctxledger.warehouse import Warehouse
 
 
 def test_flush_writes_the_running_total_once_per_clock(tmp_path):

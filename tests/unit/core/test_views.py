@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import duckdb
 import pytest
 
-import warehouse.views as views
-from warehouse import Warehouse
-from warehouse.catalog import extension_directory
-from warehouse.tables import TABLES
+import ctxledger.warehouse.views as views
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.catalog import extension_directory
+from ctxledger.warehouse.tables import TABLES
 
 DAY1 = datetime(2026, 11, 2, 3, 0, tzinfo=UTC)
 DAY2 = datetime(2026, 11, 3, 3, 0, tzinfo=UTC)
@@ -190,7 +190,7 @@ def test_views_are_not_tables(lake):
     """Jobs that iterate the lake's tables (erasure) must not see the views."""
     with Warehouse.open(lake, read_only=True) as wh:
         assert wh.existing_tables() == set(TABLES)
-        from warehouse.memory_api import _columns
+        from ctxledger.warehouse.memory_api import _columns
 
         assert not set(_columns(wh)) & {v.name for v in views.VIEWS}
 

@@ -6,10 +6,10 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from schemas import LandingFile, Session
-from schemas.arrow import to_table
-from warehouse import Warehouse, WarehouseError
-from warehouse.tables import TABLES
+from ctxledger.schemas import LandingFile, Session
+from ctxledger.schemas.arrow import to_table
+from ctxledger.warehouse import Warehouse, WarehouseError
+from ctxledger.warehouse.tables import TABLES
 
 
 def _session(i: int) -> dict:
@@ -113,7 +113,7 @@ def test_a_copied_or_moved_warehouse_folder_opens_and_reads(tmp_path):
 
     from typer.testing import CliRunner
 
-    from jobs.cli import app
+    from ctxledger.jobs.cli import app
 
     first = tmp_path / "first" / "wh"
     shard = _stage(tmp_path, "a", [_session(1), _session(2)])

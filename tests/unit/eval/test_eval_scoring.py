@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ctxledger.pipelines.redact.spans import Detection
 from eval.baselines import found
 from eval.metrics import Span
 from eval.redaction import _mask, score_parts
 from eval.split import PARTS, part_of
 from eval.technical import TechText, measure
-from pipelines.redact.spans import Detection
 
 
 def test_split_is_deterministic_and_roughly_even():

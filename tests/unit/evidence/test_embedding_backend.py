@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from pipelines.evidence.embed import Embedder
-from schemas.evidence import EmbeddingSettings
+from ctxledger.pipelines.evidence.embed import Embedder
+from ctxledger.schemas.evidence import EmbeddingSettings
 
 SENTENCES = [
     "The deploy failed with exit code 1 after the migration step.",
@@ -48,7 +48,7 @@ def test_onnx_backend_encodes_without_torch_autocast():
 
 
 def test_export_key_follows_weights_and_recipe(tmp_path, monkeypatch):
-    from pipelines import onnx_minilm
+    from ctxledger.pipelines import onnx_minilm
 
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "model.safetensors").write_bytes(b"weights-1")
@@ -62,7 +62,7 @@ def test_export_key_follows_weights_and_recipe(tmp_path, monkeypatch):
 
 
 def test_unknown_backend_is_refused_before_loading():
-    from pipelines.models import sentence_model
+    from ctxledger.pipelines.models import sentence_model
 
     with pytest.raises(ValueError, match="unknown embedding backend"):
         sentence_model("/nonexistent", backend="tensorrt")
@@ -73,8 +73,8 @@ def onnx_cache(tmp_path_factory):
     """One real export per test session, in a cache of its own."""
     import os
 
-    from pipelines.evidence.embed import model_path
-    from pipelines.onnx_minilm import export_int8
+    from ctxledger.pipelines.evidence.embed import model_path
+    from ctxledger.pipelines.onnx_minilm import export_int8
 
     cache = tmp_path_factory.mktemp("ctxledger-cache")
     before = os.environ.get("CTXLEDGER_CACHE")
@@ -91,7 +91,7 @@ def onnx_cache(tmp_path_factory):
 
 @pytest.mark.slow
 def test_onnx_int8_vectors_match_torch_fp32(onnx_cache):
-    from pipelines.memory.classify import MiniLMEncoder
+    from ctxledger.pipelines.memory.classify import MiniLMEncoder
 
     assert onnx_cache.is_file() and onnx_cache.name == "model-int8.onnx"
     fp32 = Embedder(EmbeddingSettings(), precision="fp32").encode(SENTENCES)

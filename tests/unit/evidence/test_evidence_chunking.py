@@ -7,13 +7,13 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.evidence.chunking import (
+from ctxledger.pipelines.evidence.chunking import (
     chunk_text,
     evidence_windows,
     parse_blocks,
     split_oversized,
 )
-from pipelines.ingest.tokens import count_tokens
+from ctxledger.pipelines.ingest.tokens import count_tokens
 
 RUNBOOK = (
     Path(__file__).resolve().parents[2]

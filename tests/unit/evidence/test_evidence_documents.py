@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.evidence.documents import (
+from ctxledger.pipelines.evidence.documents import (
     RunInfo,
     build_artifact,
     build_document,
     redact_body,
 )
-from pipelines.evidence.envelope import instruction_like, unwrap, wrap_as_data
-from pipelines.evidence.landing import discover_documents
-from schemas import Artifact, PiiFinding
-from schemas.policy import Policy
+from ctxledger.pipelines.evidence.envelope import instruction_like, unwrap, wrap_as_data
+from ctxledger.pipelines.evidence.landing import discover_documents
+from ctxledger.schemas import Artifact, PiiFinding
+from ctxledger.schemas.policy import Policy
 
 RUN = RunInfo("run_t", "p+1", "test")
 EMAIL = re.compile(r"[\w.]+@[\w.]+\.\w+")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.evidence.landing import (
+from ctxledger.pipelines.evidence.landing import (
     MetadataError,
     discover_documents,
     read_sidecar,
@@ -136,7 +136,7 @@ def test_front_matter_split_and_natural_version_order():
 
 # ------------------------------------- tenant identity and hostile entries
 def test_same_document_under_two_tenants_is_two_documents(tmp_path):
-    from pipelines.ingest.landing import KnownFiles, new_items
+    from ctxledger.pipelines.ingest.landing import KnownFiles, new_items
 
     for tenant in ("a", "b"):
         (tmp_path / f"tenant={tenant}").mkdir()
@@ -153,8 +153,8 @@ def test_same_document_under_two_tenants_is_two_documents(tmp_path):
 def test_hostile_document_entries_are_refused_unread(tmp_path):
     import signal
 
-    from pipelines.evidence.documents import RunInfo, build_document
-    from schemas.policy import Policy
+    from ctxledger.pipelines.evidence.documents import RunInfo, build_document
+    from ctxledger.schemas.policy import Policy
 
     docs, outside = tmp_path / "docs", tmp_path / "outside"
     docs.mkdir()

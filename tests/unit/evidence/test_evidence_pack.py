@@ -17,15 +17,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import warehouse.evidence_api as evidence_api
-from pipelines.evidence.chunking import chunk_text
-from pipelines.evidence.envelope import unwrap
-from pipelines.evidence.landing import split_front_matter
-from schemas import content_hash
-from schemas.evidence import PackRequest
-from schemas.policy import load_policy
-from warehouse.evidence_index import EvidenceIndex
-from warehouse.evidence_pack import (
+import ctxledger.warehouse.evidence_api as evidence_api
+from ctxledger.pipelines.evidence.chunking import chunk_text
+from ctxledger.pipelines.evidence.envelope import unwrap
+from ctxledger.pipelines.evidence.landing import split_front_matter
+from ctxledger.schemas import content_hash
+from ctxledger.schemas.evidence import PackRequest
+from ctxledger.schemas.policy import load_policy
+from ctxledger.warehouse.evidence_index import EvidenceIndex
+from ctxledger.warehouse.evidence_pack import (
     overlap,
     pack_context,
     redundancy,
@@ -218,7 +218,7 @@ def test_unrelated_text_is_dropped_as_low_relevance(monkeypatch, policy, oncall_
 
 
 def test_memory_vectors_are_embedded_once_per_text(monkeypatch, policy):
-    from warehouse import evidence_pack
+    from ctxledger.warehouse import evidence_pack
 
     calls: list[list[str]] = []
 

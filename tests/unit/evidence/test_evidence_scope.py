@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from schemas.evidence import ArtifactSettings, SearchSettings
-from warehouse.evidence_index import EvidenceIndex
+from ctxledger.schemas.evidence import ArtifactSettings, SearchSettings
+from ctxledger.warehouse.evidence_index import EvidenceIndex
 
 OPERATORS = ("operators",)
 TENANTS = ("t0", "t1", "t2")
@@ -208,11 +208,11 @@ def _sql_lake(rows: list[dict], vectors: np.ndarray, has_subjects: bool = True):
     """An in-memory DuckDB with ``documents`` and ``evidence_chunks`` (one
     version per chunk) and the evidence macros; ``has_subjects=False`` builds
     the tables as a lake written before subjects were recorded."""
-    from schemas.arrow import to_table  # noqa: PLC0415
-    from schemas.evidence import DocumentVersion, EvidenceChunk  # noqa: PLC0415
-    from schemas.policy import load_policy  # noqa: PLC0415
-    from warehouse.catalog import connect  # noqa: PLC0415
-    from warehouse.evidence_api import install_macros  # noqa: PLC0415
+    from ctxledger.schemas.arrow import to_table  # noqa: PLC0415
+    from ctxledger.schemas.evidence import DocumentVersion, EvidenceChunk  # noqa: PLC0415
+    from ctxledger.schemas.policy import load_policy  # noqa: PLC0415
+    from ctxledger.warehouse.catalog import connect  # noqa: PLC0415
+    from ctxledger.warehouse.evidence_api import install_macros  # noqa: PLC0415
 
     versions, chunks = [], []
     for row, vector in zip(rows, vectors, strict=True):

@@ -10,16 +10,16 @@ from types import SimpleNamespace
 
 import pytest
 
-import warehouse.evidence_api as evidence_api
-from schemas.evidence import PackRequest
-from schemas.sources import (
+import ctxledger.warehouse.evidence_api as evidence_api
+from ctxledger.schemas.evidence import PackRequest
+from ctxledger.schemas.sources import (
     SourceRegistry,
     load_registry,
     registry_from_rows,
     registry_rows,
 )
+from ctxledger.warehouse.evidence_pack import pack_context
 from tests.unit.evidence.test_evidence_pack import _index, _rows
-from warehouse.evidence_pack import pack_context
 
 CASES = Path(__file__).resolve().parents[3] / "eval" / "cases"
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
@@ -123,7 +123,7 @@ def index(policy):
 
 @pytest.fixture(scope="module")
 def policy():
-    from schemas.policy import load_policy
+    from ctxledger.schemas.policy import load_policy
 
     return load_policy(None)
 

@@ -17,16 +17,16 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.evidence.documents import RunInfo, build_document
-from pipelines.evidence.landing import discover_documents
-from pipelines.ingest.drafts import Rejected, SourceFile
-from pipelines.ingest.readers import FORMATS, read_source
-from pipelines.memory.inputs import (
+from ctxledger.pipelines.evidence.documents import RunInfo, build_document
+from ctxledger.pipelines.evidence.landing import discover_documents
+from ctxledger.pipelines.ingest.drafts import Rejected, SourceFile
+from ctxledger.pipelines.ingest.readers import FORMATS, read_source
+from ctxledger.pipelines.memory.inputs import (
     discover_inputs,
     parse_consent_file,
     parse_system_records_file,
 )
-from schemas.policy import Policy, load_policy
+from ctxledger.schemas.policy import Policy, load_policy
 
 MARKER = "PLANTED7731"
 SETTINGS = load_policy(None).memory

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from pipelines.ingest import reasons
-from pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
-from pipelines.ingest.readers import (
+from ctxledger.pipelines.ingest import reasons
+from ctxledger.pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
+from ctxledger.pipelines.ingest.readers import (
     FORMATS,
     detect_format,
     expected_records,

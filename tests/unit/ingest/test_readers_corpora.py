@@ -16,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
-from pipelines.ingest.readers import detect_format, expected_records, read_source
+from ctxledger.pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
+from ctxledger.pipelines.ingest.readers import (
+    detect_format,
+    expected_records,
+    read_source,
+)
 
 CORPORA = Path(
     os.environ.get(

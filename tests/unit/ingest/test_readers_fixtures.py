@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
-from pipelines.ingest.readers import (
+from ctxledger.pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
+from ctxledger.pipelines.ingest.readers import (
     FORMATS,
     detect_format,
     expected_records,
@@ -307,7 +307,7 @@ def test_swe_agent_history_and_trajectory():
 
 
 def test_swe_agent_environment_reply_by_position_and_message_type():
-    from pipelines.ingest.readers.swe_agent import is_environment_reply
+    from ctxledger.pipelines.ingest.readers.swe_agent import is_environment_reply
 
     act = {"role": "assistant", "content": "ls", "action": "ls"}
     out = {"role": "user", "content": "a.py"}

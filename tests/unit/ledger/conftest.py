@@ -11,11 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ingest.drafts import DraftSession, SourceFile
-from pipelines.ingest.normalize import NormalizedSession, SourceInfo, normalize_session
-from pipelines.ingest.readers import read_source
-from pipelines.ledger.build import SessionSources
-from schemas.policy import LedgerSettings, load_policy
+from ctxledger.pipelines.ingest.drafts import DraftSession, SourceFile
+from ctxledger.pipelines.ingest.normalize import (
+    NormalizedSession,
+    SourceInfo,
+    normalize_session,
+)
+from ctxledger.pipelines.ingest.readers import read_source
+from ctxledger.pipelines.ledger.build import SessionSources
+from ctxledger.schemas.policy import LedgerSettings, load_policy
 
 ROOT = Path(__file__).resolve().parents[3]
 PLANTED = ROOT / "tests" / "fixtures" / "planted" / "forty_turns.jsonl"

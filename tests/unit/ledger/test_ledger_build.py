@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from pipelines.ledger.build import SessionSources, build_session_ledger
-from pipelines.ledger.protected import check_fields, checksum
-from pipelines.ledger.verify import reverify_entry
-from schemas.ledger import LedgerEntry
-from schemas.transcript import Message
+from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
+from ctxledger.pipelines.ledger.protected import check_fields, checksum
+from ctxledger.pipelines.ledger.verify import reverify_entry
+from ctxledger.schemas.ledger import LedgerEntry
+from ctxledger.schemas.transcript import Message
 
 NOW = datetime(2026, 3, 15, tzinfo=UTC)
 
@@ -210,7 +210,7 @@ def test_changing_one_protected_value_flips_verified_and_requires_rebuild(
 
 
 def test_entries_round_trip_through_arrow(ledger):
-    from schemas.arrow import to_table
+    from ctxledger.schemas.arrow import to_table
 
     table = to_table(LedgerEntry, [e.row() for e in ledger.entries])
     back = [LedgerEntry.model_validate(row) for row in table.to_pylist()]

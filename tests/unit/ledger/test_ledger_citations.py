@@ -8,19 +8,19 @@ from raw cites.
 
 from __future__ import annotations
 
-from pipelines.ledger.build import SessionSources, build_session_ledger
-from pipelines.ledger.citations import Read, cite, cut_middle, tokens_of
-from pipelines.ledger.findings import (
+from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
+from ctxledger.pipelines.ledger.citations import Read, cite, cut_middle, tokens_of
+from ctxledger.pipelines.ledger.findings import (
     add_finding,
     assistant_kind,
     is_echo,
     with_lists,
 )
-from pipelines.ledger.next_steps import call_text
-from pipelines.ledger.results import output_facts, short_ref
-from schemas.ledger import SectionItem
-from schemas.policy import load_policy
-from schemas.transcript import Session, ToolCall
+from ctxledger.pipelines.ledger.next_steps import call_text
+from ctxledger.pipelines.ledger.results import output_facts, short_ref
+from ctxledger.schemas.ledger import SectionItem
+from ctxledger.schemas.policy import load_policy
+from ctxledger.schemas.transcript import Session, ToolCall
 from tests.unit.ledger.test_ledger_continuation import _ledger, _m, _obs
 
 

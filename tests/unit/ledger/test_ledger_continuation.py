@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 
-from pipelines.ledger.boilerplate import is_demonstration, request_text
-from pipelines.ledger.build import SessionSources, build_session_ledger
-from pipelines.ledger.results import output_facts
-from pipelines.ledger.text import cut, cut_left, sentences
-from schemas.ledger import ArtifactTrailEntry
-from schemas.transcript import Message, Session, ToolCall, ToolObservation
+from ctxledger.pipelines.ledger.boilerplate import is_demonstration, request_text
+from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
+from ctxledger.pipelines.ledger.results import output_facts
+from ctxledger.pipelines.ledger.text import cut, cut_left, sentences
+from ctxledger.schemas.ledger import ArtifactTrailEntry
+from ctxledger.schemas.transcript import Message, Session, ToolCall, ToolObservation
 
 SWE_TEMPLATE = """We're currently solving the following issue within our repository. \
 Here's the issue text:
@@ -85,7 +85,7 @@ def _ledger(messages, observations=(), outputs=None, source_format="openai_chat"
         source_hash="h",
     )
     sources = SessionSources(session, messages, list(observations), outputs or {})
-    from schemas.policy import load_policy
+    from ctxledger.schemas.policy import load_policy
 
     return build_session_ledger(sources, load_policy(None).ledger).session_entry
 
@@ -226,7 +226,7 @@ def test_lines_are_never_cut_mid_word():
         )
         for i in range(40)
     ]
-    from pipelines.ledger.from_trail import changed_items as _changed
+    from ctxledger.pipelines.ledger.from_trail import changed_items as _changed
 
     (artifact,) = _changed([], trail)
     assert len(artifact.change) <= 400

@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from pipelines.ledger.build import SessionSources, build_session_ledger
-from pipelines.ledger.goal import goal_sentences
-from pipelines.ledger.text import sentences
-from schemas.policy import load_policy
-from schemas.transcript import Message, Session, ToolCall, ToolObservation
+from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
+from ctxledger.pipelines.ledger.goal import goal_sentences
+from ctxledger.pipelines.ledger.text import sentences
+from ctxledger.schemas.policy import load_policy
+from ctxledger.schemas.transcript import Message, Session, ToolCall, ToolObservation
 
 IDENTITY = (
     "Hi, I'm <PERSON:6fb1125c>. Any ticket you open goes under my employee number "

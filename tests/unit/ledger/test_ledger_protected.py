@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.ledger.protected import (
+from ctxledger.pipelines.ledger.protected import (
     check_fields,
     checksum,
     extract_fields,
@@ -16,8 +16,8 @@ from pipelines.ledger.protected import (
     find_rules,
     merge_fields,
 )
-from schemas.ledger import ProtectedField
-from schemas.transcript import Message
+from ctxledger.schemas.ledger import ProtectedField
+from ctxledger.schemas.transcript import Message
 
 
 def _msg(content: str, role: str = "user", turn: int = 1) -> Message:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipelines.ledger.trail import (
+from ctxledger.pipelines.ledger.trail import (
     TrailInput,
     TrailState,
     call_ops,
@@ -17,7 +17,7 @@ from pipelines.ledger.trail import (
     shell_ops,
     text_action,
 )
-from schemas.transcript import Message, ToolCall, ToolObservation
+from ctxledger.schemas.transcript import Message, ToolCall, ToolObservation
 
 ROOT_TRANSCRIPTS = "tests/fixtures/transcripts"
 

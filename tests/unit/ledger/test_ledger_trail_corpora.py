@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ledger.trail import TrailInput, derive_trail, net_changes
+from ctxledger.pipelines.ledger.trail import TrailInput, derive_trail, net_changes
 
 CORPORA = Path(__file__).resolve().parents[4] / "shared" / "corpora"
 SWE = CORPORA / "swe-agent-trajectories"

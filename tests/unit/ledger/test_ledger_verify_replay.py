@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from pipelines.ledger.replay import (
+from ctxledger.pipelines.ledger.replay import (
     DEFAULT_POLICIES,
     SessionView,
     parse_policy,
     replay,
 )
-from pipelines.ledger.verify import (
+from ctxledger.pipelines.ledger.verify import (
     OutsideSummary,
     audit_outside,
     audit_text,
@@ -20,7 +20,7 @@ from pipelines.ledger.verify import (
     parse_summaries,
     resource_aliases,
 )
-from schemas.ledger import ArtifactTrailEntry
+from ctxledger.schemas.ledger import ArtifactTrailEntry
 
 GOOD = (
     "Elevated 502s on checkout since 09:40 UTC; incident started 2026-03-14. "

@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from pipelines.ingest.tokens import count_tokens
-from pipelines.ledger.replay import DEFAULT_POLICIES, SessionView, parse_policy, replay
-from schemas.base import canonical_json
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.pipelines.ledger.replay import (
+    DEFAULT_POLICIES,
+    SessionView,
+    parse_policy,
+    replay,
+)
+from ctxledger.schemas.base import canonical_json
 
 
 def _with_tools(sources, tools):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pipelines.memory.extract import MemoryCandidate, memory_id_for
-from schemas.memory import ConsentRecord, MemoryRecord, Provenance
+from ctxledger.pipelines.memory.extract import MemoryCandidate, memory_id_for
+from ctxledger.schemas.memory import ConsentRecord, MemoryRecord, Provenance
 
 T0 = datetime(2026, 3, 14, 10, 0, tzinfo=UTC)
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.memory import cues, patterns
-from pipelines.memory.classify import (
+from ctxledger.pipelines.memory import cues, patterns
+from ctxledger.pipelines.memory.classify import (
     DEFAULT_KIND_PROTOTYPES,
     MiniLMEncoder,
     PrototypeClassifier,
     kind_prototypes,
 )
-from schemas.policy import load_policy
+from ctxledger.schemas.policy import load_policy
 
 SETTINGS = load_policy(None).memory
 

@@ -9,8 +9,8 @@ import pytest
 from memfactory import memory
 from pydantic import ValidationError
 
-from pipelines.memory.embed import embed_memories, with_vectors
-from schemas.memory import MemoryRecord
+from ctxledger.pipelines.memory.embed import embed_memories, with_vectors
+from ctxledger.schemas.memory import MemoryRecord
 
 
 class FakeEmbedder:
@@ -64,7 +64,7 @@ class _Settings:
 
 
 def test_readmitted_memories_are_embedded_in_batches_of_the_policy():
-    from pipelines.memory.embed import MemoryVectors
+    from ctxledger.pipelines.memory.embed import MemoryVectors
 
     embedder = FakeEmbedder()
     embed = MemoryVectors(_Settings(max_batch_size=2), embedder)
@@ -77,7 +77,7 @@ def test_readmitted_memories_are_embedded_in_batches_of_the_policy():
 
 
 def test_deferred_mode_loads_no_model_and_a_failed_batch_keeps_the_memory():
-    from pipelines.memory.embed import MemoryVectors
+    from ctxledger.pipelines.memory.embed import MemoryVectors
 
     deferred = MemoryVectors(_Settings(mode="deferred"))
     items = [memory("I prefer email.")]

@@ -14,22 +14,22 @@ import numpy as np
 import pytest
 from memfactory import grant
 
-from pipelines.memory.classify import (
+from ctxledger.pipelines.memory.classify import (
     MiniLMEncoder,
     PrototypeClassifier,
     PurposeClassifier,
 )
-from pipelines.memory.extract import (
+from ctxledger.pipelines.memory.extract import (
     RuleExtractor,
     SessionContext,
     TransientError,
     extract_session,
 )
-from pipelines.memory.gate import gate_candidates
-from pipelines.memory.llm import LlmExtractor
-from pipelines.memory.resolve import resolve
-from schemas import Message, Session, ToolCall, ToolObservation, content_hash
-from schemas.policy import load_policy
+from ctxledger.pipelines.memory.gate import gate_candidates
+from ctxledger.pipelines.memory.llm import LlmExtractor
+from ctxledger.pipelines.memory.resolve import resolve
+from ctxledger.schemas import Message, Session, ToolCall, ToolObservation, content_hash
+from ctxledger.schemas.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[3]
 PLANTED = ROOT / "tests" / "fixtures" / "planted" / "forty_turns.jsonl"
@@ -442,8 +442,8 @@ def test_llm_errors_transient_raise_terminal_dead_letter(stub):
 
 
 def test_memory_id_changes_with_provenance():
-    from pipelines.memory.extract import memory_id_for
-    from schemas.memory import Provenance
+    from ctxledger.pipelines.memory.extract import memory_id_for
+    from ctxledger.schemas.memory import Provenance
 
     one = memory_id_for("t", "s", "p", "fact", "user_stated", "x", Provenance(turn=1))
     two = memory_id_for("t", "s", "p", "fact", "user_stated", "x", Provenance(turn=2))

@@ -9,18 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memfactory import at, candidate, grant, withdraw
 
-from pipelines.memory.consent import live_basis, live_grants
-from pipelines.memory.extract import (
+from ctxledger.pipelines.memory.consent import live_basis, live_grants
+from ctxledger.pipelines.memory.extract import (
     RuleExtractor,
     SessionContext,
     extract_session,
     memory_id_for,
 )
-from pipelines.memory.gate import gate_candidates
-from pipelines.memory.readmit import MessageText, Readmission, readmit
-from schemas import Message, Session
-from schemas.memory import KNOWN_SOURCES
-from schemas.policy import load_policy
+from ctxledger.pipelines.memory.gate import gate_candidates
+from ctxledger.pipelines.memory.readmit import MessageText, Readmission, readmit
+from ctxledger.schemas import Message, Session
+from ctxledger.schemas.memory import KNOWN_SOURCES
+from ctxledger.schemas.policy import load_policy
 
 SETTINGS = load_policy(None).memory
 NOW = at(days=10)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from pipelines.ingest.landing import KnownFiles
-from pipelines.memory.consent import had_grant, live_grants
-from pipelines.memory.inputs import (
+from ctxledger.pipelines.ingest.landing import KnownFiles
+from ctxledger.pipelines.memory.consent import had_grant, live_grants
+from ctxledger.pipelines.memory.inputs import (
     discover_inputs,
     new_inputs,
     parse_consent_file,
     parse_system_records_file,
 )
-from schemas.memory import ConsentRecord
-from schemas.policy import load_policy
+from ctxledger.schemas.memory import ConsentRecord
+from ctxledger.schemas.policy import load_policy
 
 SETTINGS = load_policy(None).memory
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.memory import patterns
-from pipelines.memory.text import sentences
+from ctxledger.pipelines.memory import patterns
+from ctxledger.pipelines.memory.text import sentences
 
 
 def test_sentence_spans_index_the_message_exactly():

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memfactory import at, memory
 
-from pipelines.memory.resolve import changed, resolve
+from ctxledger.pipelines.memory.resolve import changed, resolve
 
 
 def _by_text(items):

@@ -15,8 +15,13 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from warehouse.memory_api import macro_statements
-from warehouse.memory_serving import MEMORY_COLUMNS, ConsentRow, live_basis, serve_rows
+from ctxledger.warehouse.memory_api import macro_statements
+from ctxledger.warehouse.memory_serving import (
+    MEMORY_COLUMNS,
+    ConsentRow,
+    live_basis,
+    serve_rows,
+)
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 FACTS = ("user_stated", "system_record")
@@ -237,7 +242,7 @@ def test_serve_rows_matches_the_sql_macro(events, memories, purpose, at):
 
 
 def test_replica_rows_have_the_api_column_order():
-    from warehouse.memory_api import _SERVED_COLUMNS, ServedMemory
+    from ctxledger.warehouse.memory_api import _SERVED_COLUMNS, ServedMemory
 
     assert (*MEMORY_COLUMNS, "served_as") == _SERVED_COLUMNS
     assert tuple(ServedMemory.__dataclass_fields__) == _SERVED_COLUMNS

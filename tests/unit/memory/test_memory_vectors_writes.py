@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from memfactory import memory
 
-from jobs.embed import run_embed
-from pipelines.sink.replace import refresh_memory_vectors
-from schemas.arrow import to_table
-from schemas.memory import MemoryRecord
-from schemas.policy import load_policy
-from warehouse import Warehouse
-from warehouse.replace import drop_scope, register_scope, replace_scope
+from ctxledger.jobs.embed import run_embed
+from ctxledger.pipelines.sink.replace import refresh_memory_vectors
+from ctxledger.schemas.arrow import to_table
+from ctxledger.schemas.memory import MemoryRecord
+from ctxledger.schemas.policy import load_policy
+from ctxledger.warehouse import Warehouse
+from ctxledger.warehouse.replace import drop_scope, register_scope, replace_scope
 
 MODEL = load_policy(None).evidence.embedding.model
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.redact.engine import Redactor
-from schemas.policy import load_policy
+from ctxledger.pipelines.redact.engine import Redactor
+from ctxledger.schemas.policy import load_policy
 
 TEST_KEY = b"unit-test-key-0123456789abcdef!!"
 

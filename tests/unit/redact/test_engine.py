@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from pipelines.redact.engine import Redaction, Redactor
-from schemas.policy import Policy, load_policy
-from schemas.transcript import PiiFinding
+from ctxledger.pipelines.redact.engine import Redaction, Redactor
+from ctxledger.schemas.policy import Policy, load_policy
+from ctxledger.schemas.transcript import PiiFinding
 
 GH = "ghp_" + "aB3d" * 9
 TEST_KEY = b"unit-test-key-0123456789abcdef!!"
@@ -191,7 +191,7 @@ def test_unknown_secret_switch_is_rejected() -> None:
 
 
 def test_presidio_analyzer_with_our_recognizers(policy) -> None:
-    from pipelines.redact.recognizers import build_analyzer
+    from ctxledger.pipelines.redact.recognizers import build_analyzer
 
     analyzer = build_analyzer(policy)
     results = analyzer.analyze(

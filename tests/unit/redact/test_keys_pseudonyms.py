@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-from pipelines.redact import keys
-from pipelines.redact.keys import ENV_VAR, PseudonymKeyError, load_key
-from pipelines.redact.pseudonym import Pseudonymizer, normalize_value
+from ctxledger.pipelines.redact import keys
+from ctxledger.pipelines.redact.keys import ENV_VAR, PseudonymKeyError, load_key
+from ctxledger.pipelines.redact.pseudonym import Pseudonymizer, normalize_value
 
 KEY = b"k" * 32
 
@@ -70,7 +70,7 @@ def test_key_file_created_with_private_permissions(monkeypatch, tmp_path, caplog
     monkeypatch.delenv(ENV_VAR, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     keys._warned.clear()
-    with caplog.at_level(logging.WARNING, logger="pipelines.redact.keys"):
+    with caplog.at_level(logging.WARNING, logger="ctxledger.pipelines.redact.keys"):
         first = load_key()
     path = tmp_path / ".config" / "ctxledger" / "pseudonym.key"
     assert path.exists() and len(first) == 32
@@ -79,7 +79,7 @@ def test_key_file_created_with_private_permissions(monkeypatch, tmp_path, caplog
     assert "created a new pseudonym key" in caplog.text
     assert first.hex() not in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="pipelines.redact.keys"):
+    with caplog.at_level(logging.WARNING, logger="ctxledger.pipelines.redact.keys"):
         assert load_key() == first  # reused, no second warning
     assert caplog.text == ""
 
@@ -107,7 +107,7 @@ def test_short_keys_refused_unless_weak_keys_allowed(monkeypatch, caplog) -> Non
     assert load_key() == bytes.fromhex(strong)
     monkeypatch.setenv(ENV_VAR, "00112233445566778899aabbccddeeff")
     keys._warned.clear()
-    with caplog.at_level(logging.WARNING, logger="pipelines.redact.keys"):
+    with caplog.at_level(logging.WARNING, logger="ctxledger.pipelines.redact.keys"):
         assert len(load_key(allow_weak=True)) == 16
     assert "weak pseudonym key accepted" in caplog.text
     assert "00112233" not in caplog.text  # never the key itself
@@ -140,7 +140,7 @@ def test_readable_key_file_refused_unless_weak_keys_allowed(monkeypatch, tmp_pat
 def test_cli_allow_weak_key_option_reaches_the_key_loader(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from jobs.cli import app
+    from ctxledger.jobs.cli import app
 
     monkeypatch.delenv(keys.ALLOW_WEAK_ENV, raising=False)
     CliRunner().invoke(app, ["runs", "-w", str(tmp_path / "none")])

@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 _SCRIPT = """
 import json, sys
-from pipelines.redact.engine import Redactor
-from schemas.policy import load_policy
+from ctxledger.pipelines.redact.engine import Redactor
+from ctxledger.schemas.policy import load_policy
 
 HEAVY = ("presidio_analyzer", "presidio_anonymizer", "transformers", "torch", "spacy")
 

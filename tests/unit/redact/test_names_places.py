@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.redact.names import find_names
-from pipelines.redact.places import find_places, org_place, recipient_name
-from pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.names import find_names
+from ctxledger.pipelines.redact.places import find_places, org_place, recipient_name
+from ctxledger.pipelines.redact.spans import Detection
 
 
 def _values(text: str, dets: list[Detection]) -> list[tuple[str, str]]:

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from pipelines.redact import textkind
-from pipelines.redact.names import find_names
-from pipelines.redact.ner import candidate_windows, chunk_span
-from pipelines.redact.patterns import (
+from ctxledger.pipelines.redact import textkind
+from ctxledger.pipelines.redact.names import find_names
+from ctxledger.pipelines.redact.ner import candidate_windows, chunk_span
+from ctxledger.pipelines.redact.patterns import (
     PhoneFinder,
     find_addresses,
     find_cards,
@@ -22,7 +22,7 @@ from pipelines.redact.patterns import (
     iban_ok,
     luhn_ok,
 )
-from pipelines.redact.spans import Detection, resolve_overlaps
+from ctxledger.pipelines.redact.spans import Detection, resolve_overlaps
 
 
 def _values(text: str, dets: list[Detection]) -> list[str]:
@@ -158,7 +158,7 @@ def test_resolve_overlaps() -> None:
 def test_tldextract_never_touches_the_network() -> None:
     code = (
         "import time;t=time.time();"
-        "from pipelines.redact.patterns import find_emails;"
+        "from ctxledger.pipelines.redact.patterns import find_emails;"
         "assert find_emails('a@example.com');print(time.time()-t)"
     )
     started = time.time()

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from schemas.policy import DEFAULT_POLICY_PATH, Policy, load_policy
+from ctxledger.schemas.policy import DEFAULT_POLICY_PATH, Policy, load_policy
 
 REPO = Path(__file__).resolve().parents[3]
 

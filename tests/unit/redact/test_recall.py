@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.redact.namebank import fold, load_bank
-from pipelines.redact.names import bank_names, find_names
-from pipelines.redact.patterns import find_addresses, find_cards, find_emails, find_ips
-from pipelines.redact.places import adjacent_postcodes, find_places
-from pipelines.redact.spans import Detection, repeated_values
+from ctxledger.pipelines.redact.namebank import fold, load_bank
+from ctxledger.pipelines.redact.names import bank_names, find_names
+from ctxledger.pipelines.redact.patterns import (
+    find_addresses,
+    find_cards,
+    find_emails,
+    find_ips,
+)
+from ctxledger.pipelines.redact.places import adjacent_postcodes, find_places
+from ctxledger.pipelines.redact.spans import Detection, repeated_values
 
 
 def _values(text: str, dets: list[Detection]) -> list[str]:
@@ -52,7 +57,7 @@ def test_email_not_files_or_remotes() -> None:
     ],
 )
 def test_cards_12_to_19_digits(number: str) -> None:
-    from pipelines.redact.patterns import luhn_ok
+    from ctxledger.pipelines.redact.patterns import luhn_ok
 
     assert luhn_ok(number.replace(" ", "").replace("-", ""))
     text = f"paid with {number} today"
@@ -196,7 +201,7 @@ def test_engine_replaces_all_occurrences(redactor) -> None:
 
 @needs_bank
 def test_ner_person_after_movement_is_a_place() -> None:
-    from pipelines.redact.places import person_place
+    from ctxledger.pipelines.redact.places import person_place
 
     text = "we are moving to Hainichen next month; we visited Marianna"
     town = Detection(17, 26, "PERSON", 0.85, "ner:PERSON")
@@ -207,7 +212,7 @@ def test_ner_person_after_movement_is_a_place() -> None:
 
 
 def test_sentences_with_data_tokens_are_prose() -> None:
-    from pipelines.redact import textkind
+    from ctxledger.pipelines.redact import textkind
 
     for text in (
         "Amanda Moore called from +1-863-550-6819x77660 yesterday.",

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.redact.names import find_names
-from pipelines.redact.patterns import PhoneFinder, find_addresses
-from pipelines.redact.places import find_places, person_over_ner_place
-from pipelines.redact.scripts import foreign_script_names
-from pipelines.redact.spans import Detection, repeated_values
-from pipelines.redact.technical import drop_technical
+from ctxledger.pipelines.redact.names import find_names
+from ctxledger.pipelines.redact.patterns import PhoneFinder, find_addresses
+from ctxledger.pipelines.redact.places import find_places, person_over_ner_place
+from ctxledger.pipelines.redact.scripts import foreign_script_names
+from ctxledger.pipelines.redact.spans import Detection, repeated_values
+from ctxledger.pipelines.redact.technical import drop_technical
 
 
 def _values(text: str, dets: list[Detection]) -> list[str]:

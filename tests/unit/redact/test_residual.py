@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.redact.residual import secret_in_text, secret_spans
-from pipelines.redact.secrets import find_secrets
+from ctxledger.pipelines.redact.residual import secret_in_text, secret_spans
+from ctxledger.pipelines.redact.secrets import find_secrets
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.redact.secrets import (
+from ctxledger.pipelines.redact.secrets import (
     SecretConfig,
     SecretDetector,
     classify_key,

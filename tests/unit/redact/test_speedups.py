@@ -11,14 +11,14 @@ import re
 import time
 from types import SimpleNamespace
 
-from pipelines.redact import names, technical
-from pipelines.redact.ner import NerRunner
-from pipelines.redact.patterns import (
+from ctxledger.pipelines.redact import names, technical
+from ctxledger.pipelines.redact.ner import NerRunner
+from ctxledger.pipelines.redact.patterns import (
     _PHONE_CAND_RE,
     PhoneFinder,
     _mask_dead_digits,
 )
-from pipelines.redact.textkind import has_digit
+from ctxledger.pipelines.redact.textkind import has_digit
 
 # ------------------------------------------------------------------ phones
 

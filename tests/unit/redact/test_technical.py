@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.redact.spans import Detection
-from pipelines.redact.technical import drop_technical, is_identifier
+from ctxledger.pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.technical import drop_technical, is_identifier
 
 
 def _det(text: str, value: str, etype: str = "PERSON", rec: str = "ner:PERSON"):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.redact.names import find_names
-from pipelines.redact.patterns import find_addresses, find_us_streets
-from pipelines.redact.spans import Detection
-from pipelines.redact.technical import (
+from ctxledger.pipelines.redact.names import find_names
+from ctxledger.pipelines.redact.patterns import find_addresses, find_us_streets
+from ctxledger.pipelines.redact.spans import Detection
+from ctxledger.pipelines.redact.technical import (
     _is_technical_text,
     _versioned,
     drop_technical,

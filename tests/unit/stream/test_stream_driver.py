@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from jobs.stream import StopFlag, StreamAborted, StreamJob
-from pipelines.ingest.landing import LandingItem
+from ctxledger.jobs.stream import StopFlag, StreamAborted, StreamJob
+from ctxledger.pipelines.ingest.landing import LandingItem
 
 
 def item(name: str, digest: str | None = None) -> LandingItem:
@@ -161,7 +161,7 @@ def test_a_failed_micro_batch_stops_the_job_with_its_error(tmp_path):
     with pytest.raises(RuntimeError, match="boom"):
         job.run()
     # The failure is recorded as a failed run of its own.
-    from warehouse import Warehouse
+    from ctxledger.warehouse import Warehouse
 
     with Warehouse.open(tmp_path / "warehouse") as wh:
         rows = wh.query("SELECT job, status, error FROM runs").fetchall()

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.ingest.landing import LandingItem
-from pipelines.stream.windows import (
+from ctxledger.pipelines.ingest.landing import LandingItem
+from ctxledger.pipelines.stream.windows import (
     Picked,
     assign_windows,
     take_due,

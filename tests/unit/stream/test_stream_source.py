@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ingest.landing import sha256_file
-from pipelines.stream.source import FolderWatcher, LandingSource, scan
+from ctxledger.pipelines.ingest.landing import sha256_file
+from ctxledger.pipelines.stream.source import FolderWatcher, LandingSource, scan
 
 
 def write(path: Path, text: str, mtime_ns: int | None = None) -> None:

@@ -21,10 +21,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.evidence.envelope import instruction_like, unwrap
-from pipelines.ingest.tokens import count_tokens
-from pipelines.redact.residual import secret_in_text
-from schemas.evidence import ContextItem, ContextManifest, ContextScores
+from ctxledger.pipelines.evidence.envelope import instruction_like, unwrap
+from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.pipelines.redact.residual import secret_in_text
+from ctxledger.schemas.evidence import ContextItem, ContextManifest, ContextScores
 
 
 class _Strict(BaseModel):
