@@ -23,6 +23,7 @@ from ctxledger.jobs.cli_support import (
     OneLineErrorsGroup,
     ReadOutput,
     job_progress,
+    quiet_beam_import_noise,
     warehouse_default,
     write_records,
 )
@@ -646,6 +647,7 @@ import ctxledger.jobs.cli_stream  # noqa: E402, F401
 
 def main() -> None:
     """Console entry point: clear one-line errors, tracebacks only when debugging."""
+    quiet_beam_import_noise()
     try:
         app()
     except (WarehouseError, FileNotFoundError, ValueError) as exc:

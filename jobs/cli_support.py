@@ -269,3 +269,21 @@ def job_progress(console, err_console, label: str) -> Iterator[Callable[[str], N
 
     log(label)
     yield log
+
+
+class _BeamImportNoise:
+    """Drops Beam's import-time ``apitools not found`` warning: Beam logs it on
+    the root logger whenever the optional GCP client is absent (always, here),
+    and it would otherwise open every run's log with a false alarm."""
+
+    def filter(self, record: object) -> bool:
+        return not str(getattr(record, "msg", "")).startswith("apitools not found")
+
+
+def quiet_beam_import_noise() -> None:
+    """Install the filter on the root logger once (idempotent)."""
+    import logging
+
+    root = logging.getLogger()
+    if not any(isinstance(f, _BeamImportNoise) for f in root.filters):
+        root.addFilter(_BeamImportNoise())
