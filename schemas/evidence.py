@@ -26,6 +26,16 @@ from ctxledger.schemas.transcript import PiiFinding
 
 #: Width of the MiniLM sentence embeddings stored with every chunk.
 EMBEDDING_DIM = 384
+
+
+def checked_embedding(value: list[float] | None) -> list[float] | None:
+    """An ``embedding`` field's value, refused unless it has ``EMBEDDING_DIM``
+    values (chunks and memories share the model, so the width)."""
+    if value is not None and len(value) != EMBEDDING_DIM:
+        raise ValueError(f"embedding must have {EMBEDDING_DIM} values")
+    return value
+
+
 #: The group that lets every principal of the tenant see a document.
 ALL_GROUPS = "*"
 
@@ -302,9 +312,7 @@ class EvidenceChunk(Record):
     @field_validator("embedding")
     @classmethod
     def _width(cls, value: list[float] | None) -> list[float] | None:
-        if value is not None and len(value) != EMBEDDING_DIM:
-            raise ValueError(f"embedding must have {EMBEDDING_DIM} values")
-        return value
+        return checked_embedding(value)
 
     @model_validator(mode="after")
     def _span(self) -> EvidenceChunk:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ctxledger.schemas.arrow import Float32
 from ctxledger.schemas.base import Record, content_hash
-from ctxledger.schemas.evidence import EMBEDDING_DIM
+from ctxledger.schemas.evidence import checked_embedding
 
 MemorySource = Literal["user_stated", "system_record", "model_inferred", "unknown"]
 MemoryKind = Literal["rule", "preference", "identity", "fact", "account_state"]
@@ -178,9 +178,7 @@ class MemoryRecord(Record):
     @field_validator("embedding")
     @classmethod
     def _width(cls, value: list[float] | None) -> list[float] | None:
-        if value is not None and len(value) != EMBEDDING_DIM:
-            raise ValueError(f"embedding must have {EMBEDDING_DIM} values")
-        return value
+        return checked_embedding(value)
 
 
 class MemoryRejection(Record):

@@ -7,12 +7,11 @@ are folded into one line when rendered.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ctxledger.pipelines.ledger.text import clip
+from ctxledger.pipelines.ledger.text import clip, key_fields_map
 from ctxledger.schemas.ledger import ToolResultRef
 
 FACT_CHARS = 160
@@ -40,11 +39,8 @@ EXIT_CODE = re.compile(r"\bexit (?:code|status):? ?(\d+)", re.IGNORECASE)
 
 
 def key_facts(key_fields: str, limit: int = FACT_CHARS) -> str:
-    try:
-        value = json.loads(key_fields)
-    except ValueError:
-        return ""
-    if not isinstance(value, dict):
+    value = key_fields_map(key_fields)
+    if not value:
         return ""
     items = sorted((k, v) for k, v in value.items() if k != "keys")
     # Ids, status and errors first: they are what a continuation refers to.

@@ -7,6 +7,7 @@ agent's tool output pasted into a message does not turn into "statements".
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from functools import lru_cache
@@ -168,3 +169,13 @@ def coverage(needed: frozenset[str], text_words: frozenset[str]) -> float:
     if not needed:
         return 1.0
     return len(needed & text_words) / len(needed)
+
+
+def key_fields_map(key_fields: str) -> dict:
+    """A tool result's stored ``key_fields`` JSON as a dict; ``{}`` when it is
+    not JSON or not an object (older rows, plain-text results)."""
+    try:
+        value = json.loads(key_fields)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -36,7 +36,6 @@ pytest/unittest/go/jest style summary.
 from __future__ import annotations
 
 import hashlib
-import json
 import posixpath
 import re
 import shlex
@@ -46,7 +45,7 @@ from functools import lru_cache
 from typing import Any
 
 from ctxledger.pipelines.ingest.sources import decode_json
-from ctxledger.pipelines.ledger.text import cut
+from ctxledger.pipelines.ledger.text import cut, key_fields_map
 from ctxledger.schemas.base import canonical_json, content_hash
 from ctxledger.schemas.ledger import ArtifactTrailEntry
 from ctxledger.schemas.transcript import Message, ToolObservation
@@ -745,16 +744,10 @@ _ID_FACT = re.compile(r"(?:^|_)(?:id|ticket|number|reference|ref|code|key)$", re
 def _id_facts(key_fields: str) -> str:
     """Id-like scalar facts of a result (``ticket=INC-5512``): what an API call
     created or changed."""
-    try:
-        value = json.loads(key_fields)
-    except ValueError:
-        return ""
-    if not isinstance(value, dict):
-        return ""
     return cut(
         ", ".join(
             f"{k}={v}"
-            for k, v in sorted(value.items())
+            for k, v in sorted(key_fields_map(key_fields).items())
             if _ID_FACT.search(k)
             and isinstance(v, str | int)
             and not isinstance(v, bool)
