@@ -60,7 +60,7 @@ from ctxledger.pipelines.redact.places import (
     person_place,
     recipient_name,
 )
-from ctxledger.pipelines.redact.pseudonym import Pseudonymizer
+from ctxledger.pipelines.redact.pseudonym import Pseudonymizer, person_aliases
 from ctxledger.pipelines.redact.scripts import foreign_script_names
 from ctxledger.pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
 from ctxledger.pipelines.redact.spans import (
@@ -451,10 +451,12 @@ class Redactor:
         for etype in {d.entity_type for d in dets}:
             rule = self._rules[etype]
             if rule.operator == "pseudonymize":
-                operators[etype] = OperatorConfig(
-                    _PSEUDONYM_OPERATOR,
-                    {"tenant_id": tenant_id, "pseudonymizer": self._pseudonymizer},
-                )
+                params = {"tenant_id": tenant_id, "pseudonymizer": self._pseudonymizer}
+                if etype == "PERSON":  # "Dana" after "Dana Whitfield": one person
+                    params["aliases"] = person_aliases(
+                        text[d.start : d.end] for d in dets if d.entity_type == etype
+                    )
+                operators[etype] = OperatorConfig(_PSEUDONYM_OPERATOR, params)
             elif rule.operator == "mask":
                 operators[etype] = OperatorConfig(
                     _MASK_OPERATOR,
@@ -490,15 +492,20 @@ class Redactor:
 
 
 def _warm_lexicons() -> None:
-    """Load the name bank, gazetteer, English word frequencies and the
-    ``usaddress`` model now: each loads lazily on first use, which would put a
-    second or so of loading inside the first batch a worker redacts."""
-    from ctxledger.pipelines.redact.gazetteer import load_places  # noqa: PLC0415
+    """Load the name bank, gazetteer (places and regions), English word
+    frequencies and the ``usaddress`` model now: each loads lazily on first
+    use, which would put a second or so of loading inside the first batch a
+    worker redacts."""
+    from ctxledger.pipelines.redact.gazetteer import (  # noqa: PLC0415
+        load_places,
+        load_regions,
+    )
     from ctxledger.pipelines.redact.lexicon import zipf_en  # noqa: PLC0415
     from ctxledger.pipelines.redact.namebank import load_bank  # noqa: PLC0415
     from ctxledger.pipelines.redact.patterns import _us_parser  # noqa: PLC0415
 
     load_bank()
     load_places()
+    load_regions()
     zipf_en("the")
     _us_parser()

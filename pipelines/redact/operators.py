@@ -8,6 +8,7 @@ only the anonymizer, imported light (``pipelines.redact.loading``).
 from __future__ import annotations
 
 from ctxledger.pipelines.redact.loading import import_anonymizer
+from ctxledger.pipelines.redact.pseudonym import normalize_value
 
 import_anonymizer()
 
@@ -16,13 +17,19 @@ from presidio_anonymizer.operators import Operator, OperatorType  # noqa: E402
 
 
 class PseudonymOperator(Operator):
-    """``<TYPE:hmac>`` via the ``Pseudonymizer`` and tenant given in params."""
+    """``<TYPE:hmac>`` via the ``Pseudonymizer`` and tenant given in params.
+
+    ``aliases`` (optional, from ``pseudonym.person_aliases``) maps a normalised
+    value to the longer value of the same text whose pseudonym it takes.
+    """
 
     def operate(self, text: str = "", params: dict | None = None) -> str:  # noqa: D102
         assert params is not None
-        return params["pseudonymizer"].placeholder(
-            params["tenant_id"], params["entity_type"], text
-        )
+        etype = params["entity_type"]
+        aliases = params.get("aliases")
+        if aliases:
+            text = aliases.get(normalize_value(etype, text), text)
+        return params["pseudonymizer"].placeholder(params["tenant_id"], etype, text)
 
     def validate(self, params: dict | None = None) -> None:  # noqa: D102
         if not params or "pseudonymizer" not in params or "tenant_id" not in params:

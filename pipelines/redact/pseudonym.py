@@ -4,6 +4,10 @@
 truncated to the policy's length. The same value (after normalisation) in the same
 tenant always maps to the same pseudonym, so analysts can join on it; another tenant
 or another key gives unrelated pseudonyms; without the key nothing is reversible.
+
+Within one text, a one-word PERSON that is the first or last word of exactly one
+longer PERSON of the same text ("Dana Whitfield ... Dana said") takes that
+name's pseudonym (``person_aliases``), so an analyst counts one person once.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import hmac
 import ipaddress
 import re
 import unicodedata
+from collections.abc import Iterable
 
 _SPACE = re.compile(r"\s+")
 _NON_DIGIT = re.compile(r"\D")
@@ -43,6 +48,34 @@ def normalize_value(entity_type: str, value: str) -> str:
     if entity_type in ("PERSON", "LOCATION", "ORGANIZATION", "NRP"):
         return _SPACE.sub(" ", text).casefold()
     return text  # secrets and the rest: exact value
+
+
+def person_aliases(values: Iterable[str]) -> dict[str, str]:
+    """Normalised one-word names -> the longer name of the same text they stand for.
+
+    ``values`` are the PERSON values detected in one text (message or
+    document). A one-word value that is the first or the last word of exactly
+    one longer value ("dana" and "whitfield" for "Dana Whitfield") maps to that
+    value, so the operator pseudonymises it as the full name. Two candidates
+    ("Dana Whitfield" and "Dana Scully") make it ambiguous: no alias, the word
+    keeps its own pseudonym. Pure and order-free, so the result, and with it
+    every pseudonym, is deterministic for a given text.
+    """
+    longer: dict[str, set[str]] = {}
+    singles: set[str] = set()
+    for value in values:
+        norm = normalize_value("PERSON", value)
+        words = norm.split(" ")
+        if len(words) == 1:
+            singles.add(norm)
+            continue
+        for word in {words[0], words[-1]}:
+            longer.setdefault(word, set()).add(norm)
+    return {
+        single: next(iter(names))
+        for single in sorted(singles)
+        if len(names := longer.get(single, set())) == 1
+    }
 
 
 class Pseudonymizer:

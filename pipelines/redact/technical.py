@@ -19,13 +19,15 @@ shares a token with a well-evidenced name elsewhere in the same text:
   a table header row, or a run of three or more capitalised ordinary words
   ("Subject Matter Expert", "Container Network Interface");
 * **not a place**: a one-word LOCATION that is a common English word and not in
-  the GeoNames gazetteer (``gazetteer``, when installed): "in Slack";
+  the GeoNames gazetteer nor an ISO 3166-2 region (``gazetteer``, when
+  installed): "in Slack" goes, "in Scotland" and "in Yorkshire" stay (round 5);
 * **ordinary words** (PERSON only: place names are frequent words too): every
   token is an ALL-CAPS acronym (``IC``, ``MIT``) or a common English word
   (``wordfreq`` Zipf frequency >= ``COMMON_ZIPF``), the first is no given name
-  in the name bank (``namebank``, so "Bob is..." and "Sherlock Holmes" stay), and
-  the span is a phrase ("Customer Liaison", "Dark Mode"), sentence-initial ("Keys
-  are revoked", "Etiquette dictates") or lower case;
+  in the name bank (``namebank``, so "Bob is..." and "Sherlock Holmes" stay), it
+  is no initials-and-name shape ("J.R. Smith", round 5), and the span is a
+  phrase ("Customer Liaison", "Dark Mode"), sentence-initial ("Keys are
+  revoked", "Etiquette dictates") or lower case;
 * **technology name**: the word also occurs lower case inside an identifier, path
   or URL of the same text (``Prometheus`` beside ``kube-prometheus``, ``Clang``
   beside ``libclang``), which people's names practically never do, or stands
@@ -33,7 +35,8 @@ shares a token with a well-evidenced name elsewhere in the same text:
   ("TensorFlow, Theano, Caffe");
 * **words, not names** (round 3): a capitalised everyday word the same text also
   writes in lower case ("this License" beside "licenses"), a lower-case NER
-  guess with no name-bank hit.
+  PERSON with no name-bank hit, a lower-case NER LOCATION of English words that
+  no gazetteer entry matches ("the moor").
 
 Pure functions over the text and the candidates; the word frequencies
 (``lexicon.zipf_en``), the name bank and the gazetteer load on the first
@@ -203,6 +206,9 @@ def _code_context(ctx: _Context, det: Detection, words: list[str]) -> bool:
     text = ctx.text
     if any(is_identifier(w) for w in words):
         return True
+    value = text[det.start : det.end]
+    if "." in value and not any(c.isspace() for c in value) and _code_name(value):
+        return True  # "Node.js", "socket.io": the token splits them in two words
     before = text[det.start - 1] if det.start else ""
     after = text[det.end : det.end + 2]
     if (
@@ -286,7 +292,7 @@ def _ordinary_words(text: str, det: Detection, words: list[str]) -> bool:
             and is_common_word(words[0])
             and not _given_name(words[0])  # NER calls "Nick", "Percy" GPE too
             and _places_known()
-            and not _is_place(words[0])
+            and not _known_place(words[0])  # "Scotland", "Bavaria": regions
         )
     content = [w for w in words if w.lower() not in _CONNECTORS]
     if not content:
@@ -295,6 +301,8 @@ def _ordinary_words(text: str, det: Detection, words: list[str]) -> bool:
         return False
     if all(_is_acronym(w) for w in content):
         return not _relabelled(det)
+    if _initials_name(text[det.start : det.end]):
+        return False  # "J.R. Smith": initials are single letters, common "words"
     if not _is_acronym(content[0]) and _given_name(content[0]):
         return False  # "Bob is...", "Sherlock Holmes", "dana"
     if len(content) > 1 or not content[0][0].isupper():
@@ -358,6 +366,42 @@ def _no_name_word(det: Detection, words: list[str]) -> bool:
     )
 
 
+def _no_place_word(det: Detection, words: list[str]) -> bool:
+    """An NER LOCATION in lower case that no gazetteer knows as a place.
+
+    The LOCATION twin of ``_no_name_word``. Without capitals NER's GPE/LOC
+    guess rests on the word's position alone, and old or literary prose (a book
+    grepped in a CTF tool output, a lower-case tweet) is full of positions
+    where places stand ("over the moor", "across the heath"). Such a candidate
+    goes when every word of it is an English word (``wordfreq`` knows it, at
+    any frequency: a misspelt or foreign token is no evidence either way) and
+    neither the span nor any run of its words is a GeoNames city, country,
+    capital, US state or continent: real places written in lower case are
+    nearly always there ("london", "new york", "abq new mexico"). Words of the
+    given-name lexicon never reach this rule (``is_technical`` keeps them), and
+    capitalised words are not judged so: the gazetteer lacks regions, streets
+    and buildings that are real places ("Bavaria", "Main Street").
+    """
+    if det.entity_type != "LOCATION":
+        return False
+    if not det.recognizer.removeprefix("repeat:").startswith("ner:"):
+        return False
+    bare = [_POSSESSIVE_RE.sub("", w) for w in words]
+    content = [w for w in bare if w.lower() not in _CONNECTORS]
+    if not content or not all(w.islower() for w in content):
+        return False
+    if not _places_known() or not all(zipf_en(w) > 0 for w in content):
+        return False
+    edges = [w.lower() not in _CONNECTORS for w in bare]  # "and" is a town too
+    return not any(
+        _known_place(" ".join(bare[i:j]))
+        for i in range(len(bare))
+        if edges[i]
+        for j in range(i + 1, len(bare) + 1)
+        if edges[j - 1]
+    )
+
+
 def _given_name(word: str) -> bool:
     """A given name somewhere (name bank when installed, else the lexicon)."""
     if word.lower() in FIRST_NAMES:
@@ -377,9 +421,42 @@ def _places_known() -> bool:
 
 
 def _is_place(word: str) -> bool:
+    """A GeoNames place, possessive or not ("London's" is London)."""
     from ctxledger.pipelines.redact.gazetteer import is_place  # noqa: PLC0415
 
-    return is_place(word)
+    return is_place(word) or is_place(_POSSESSIVE_RE.sub("", word))
+
+
+def _is_region(word: str) -> bool:
+    """An ISO 3166-2 region ("Scotland", "Bavaria", "Yorkshire"), see
+    ``gazetteer.region_names``; possessive or not."""
+    from ctxledger.pipelines.redact.gazetteer import is_region  # noqa: PLC0415
+
+    return is_region(word) or is_region(_POSSESSIVE_RE.sub("", word))
+
+
+def _known_place(word: str) -> bool:
+    """A GeoNames place or an ISO 3166-2 region."""
+    return _is_place(word) or _is_region(word)
+
+
+#: Initials before a capitalised name: "J.R. Smith", "J. R. R. Tolkien",
+#: "T.S. Eliot", "A. Okafor"; each initial is one capital letter with a dot.
+_INITIALS_NAME_RE = re.compile(
+    r"(?:[A-Z]\.[ \t]?){1,3}[ \t]*[A-Z][a-z][a-z'’\-]*(?:[ \t]+[A-Z][a-z][a-z'’\-]*)?"
+)
+
+
+def _initials_name(value: str) -> bool:
+    """Whether ``value`` is initials + a capitalised word: a name's shape.
+
+    The word tokens of "J.R. Smith" are "J", "R" and "Smith", all frequent
+    English "words" for ``wordfreq``, so the ordinary-words rule took the span
+    for a phrase. Nothing but a person is written so (an acronym such as "U.S."
+    before a word is an organisation or a place for NER, and only NER PERSON
+    spans reach this test).
+    """
+    return _INITIALS_NAME_RE.fullmatch(value.strip()) is not None
 
 
 @lru_cache(maxsize=1)
@@ -559,13 +636,15 @@ def is_technical(text: str, det: Detection, ctx: _Context | None = None) -> str 
         return "ordinary"
     if _lower_case_twin(ctx, det, words):
         return "ordinary"
-    if _no_name_word(det, words):
+    if _no_name_word(det, words) or _no_place_word(det, words):
         return "ordinary"
     if _technology_name(text, words):
         return "tech"
     if _listed_with_identifiers(ctx, det):
         return "tech"
-    if ctx.technical() and _unsupported_in_technical_text(det, words):
+    if ctx.technical() and _unsupported_in_technical_text(
+        det, words, text[det.start : det.end]
+    ):
         return "techtext"
     return None
 
@@ -607,15 +686,22 @@ def _is_technical_text(text: str) -> bool:
     return False
 
 
-def _unsupported_in_technical_text(det: Detection, words: list[str]) -> bool:
+def _unsupported_in_technical_text(
+    det: Detection, words: list[str], value: str
+) -> bool:
     """In technical text, a bare capitalised word is a product or a term.
 
     Runbooks, READMEs and tool outputs capitalise tools and concepts
     ("Parquet files", "on Dataflow", "Use Push Notification and Email"). There
     a one-word candidate needs a look-up of its own: a given name for a PERSON
-    ("Bob", "Charlie"), a GeoNames place for a LOCATION ("Tokyo"). A
-    multi-word PERSON with an acronym in it ("Cloud SQL", "Git LFS") is a
-    product too.
+    ("Bob", "Charlie"), a GeoNames place or an ISO 3166-2 region for a LOCATION
+    ("Tokyo", "Scotland"; never a descriptor such as "Central"). A bank
+    given name is no evidence for a LOCATION there (round 4): the bank lists
+    "Lua", "Node", "Duplex" and "CI", which NER reads as GPEs in manuals, and a
+    person NER misreads as a place still has the lexicon (``is_technical``
+    keeps those before this rule). A multi-word PERSON with an acronym in it
+    ("Cloud SQL", "Git LFS") is a product too; initials before a word ("patch by
+    H.J. Lu") are a name's shape and stay.
     """
     if len(words) == 1:
         word = _POSSESSIVE_RE.sub("", words[0])
@@ -625,9 +711,11 @@ def _unsupported_in_technical_text(det: Detection, words: list[str]) -> bool:
             return word.lower() not in FIRST_NAMES
         if det.entity_type == "PERSON":
             return not _strong_given(word)
-        return _places_known() and not _is_place(word) and not _strong_given(word)
+        return _places_known() and not _known_place(word)
     if det.entity_type != "PERSON":
         return False
+    if _initials_name(value):
+        return False  # "patch by J.R. Smith": a name's shape
     if any(_is_acronym(w) for w in words):
         return True  # "Cloud SQL", "Git LFS", "Travis CI"
     # a capitalised function word makes a title: "Hourglass With Flowing Sand"
