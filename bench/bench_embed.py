@@ -18,8 +18,15 @@ reported) *and* retrieval recall@10 is unchanged.
 4. Retrieval recall@10 on the evidence bench's questions (``PACK_QUERIES``)
    over the runbook chunks of ``bench_evidence``: each backend's exact-cosine
    top-10 against torch fp32's top-10 (fp32 recall is 1.0 by definition).
+5. Batching (issue 14): the real texts in pipeline-sized calls of 64, each
+   call as one fixed batch (what ``Embedder.encode`` did before: one
+   sentence-transformers batch per call, padded to its longest text) against
+   ``Embedder.encode`` now (``pipelines.models.token_batches``: one length
+   class per forward pass, at most ``TOKEN_BUDGET`` padded word pieces):
+   CPU-s, padded and real word pieces, cosine between the two, recall@10.
 
-Run: ``python bench/bench_embed.py [--quick]`` (``--quick``: fewer texts).
+Run: ``python bench/bench_embed.py [--quick] [--batching]`` (``--quick``: fewer
+texts; ``--batching``: section 5 only, torch at today's default precision).
 """
 
 from __future__ import annotations
@@ -124,7 +131,11 @@ def recall_at_10(reference: np.ndarray, candidate: np.ndarray) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer texts")
+    parser.add_argument("--batching", action="store_true", help="section 5 only")
     args = parser.parse_args()
+    if args.batching:
+        batching(args.quick)
+        return
 
     import torch
 
@@ -217,6 +228,90 @@ def main() -> None:
         f"\nverdict: backend {verdict} (int8 faster than torch {default_torch} at "
         f"every size: {faster}; cosine ok: {agree}; recall@10 unchanged: "
         f"{same_recall}); policy default: {EmbeddingSettings().backend}"
+    )
+    batching(args.quick)
+
+
+def batching(quick: bool) -> None:
+    """Section 5: fixed batches per call against word-piece-budget batches."""
+    import torch
+
+    from ctxledger.pipelines.evidence.embed import Embedder
+    from ctxledger.pipelines.models import (
+        TOKEN_BUDGET,
+        available_cores,
+        token_batches,
+        word_piece_lengths,
+    )
+    from ctxledger.schemas.evidence import EmbeddingSettings
+
+    cores = available_cores()
+    torch.set_num_threads(cores)
+    embedder = Embedder(EmbeddingSettings(torch_threads=cores))
+    model = embedder.load()
+    pool = real_texts(1000 if not quick else 300)
+    calls = [pool[i : i + 64] for i in range(0, len(pool), 64)]
+    lengths = word_piece_lengths(model, pool)
+    real = sum(lengths)
+    fixed_padded = sum(
+        len(c) * max(lengths[i : i + len(c)])
+        for i, c in zip(range(0, len(pool), 64), calls, strict=True)
+    )
+    budget_padded = 0
+    for start in range(0, len(pool), 64):
+        part = lengths[start : start + 64]
+        for group in token_batches(part, TOKEN_BUDGET, 64):
+            budget_padded += len(group) * max(part[i] for i in group)
+
+    def fixed(texts):
+        with (
+            torch.inference_mode(),
+            torch.autocast(
+                "cpu", dtype=torch.bfloat16, enabled=embedder.precision == "bf16"
+            ),
+        ):
+            return model.encode(
+                texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False
+            )
+
+    results = {}
+    for name, encode in (
+        ("fixed batches of 64", fixed),
+        ("word-piece budget", embedder.encode),
+    ):
+        encode(pool[:8])
+        start, start_cpu = time.perf_counter(), time.process_time()
+        vectors = np.concatenate([encode(c) for c in calls])
+        results[name] = (
+            vectors,
+            time.perf_counter() - start,
+            time.process_time() - start_cpu,
+        )
+    print(
+        f"\n### batching: {len(pool)} real texts in calls of 64, torch "
+        f"{embedder.precision}, {cores} threads; {real:,} word pieces"
+    )
+    for name, padded in (
+        ("fixed batches of 64", fixed_padded),
+        ("word-piece budget", budget_padded),
+    ):
+        _, wall, cpu = results[name]
+        print(
+            f"{name}: {cpu:.1f} CPU-s, {wall:.1f}s wall, {padded:,} padded word "
+            f"pieces ({(padded - real) / padded:.0%} padding)"
+        )
+    before, after = results["fixed batches of 64"][0], results["word-piece budget"][0]
+    cos = np.sum(before * after, axis=1)
+    chunks = corpus_chunks()
+    queries = list(PACK_QUERIES)
+    recall = recall_at_10(
+        fixed(queries) @ fixed(chunks).T,
+        embedder.encode(queries) @ embedder.encode(chunks).T,
+    )
+    print(
+        f"cosine budget vs fixed: min {cos.min():.5f}, mean {cos.mean():.6f}; "
+        f"recall@10 of the budget's top-10 against fixed batches' ({len(queries)} "
+        f"questions x {len(chunks)} runbook chunks): {recall:.3f}"
     )
 
 

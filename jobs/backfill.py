@@ -320,6 +320,7 @@ def run_backfill(
                 files_skipped=0,
                 runner=runner,
                 commit=ReplacingCommit(scope),
+                workers=local_workers(beam_args),
             )
     except Exception as exc:
         record_failed_run(config, started_at, runner, len(plan.items), exc)

@@ -190,6 +190,7 @@ def run_nightly(
                 files_seen=len(found.items),
                 files_skipped=len(found.skipped),
                 runner=runner,
+                workers=local_workers(beam_args),
             )
     except Exception as exc:
         record_failed_run(config, started_at, runner, len(found.items), exc)

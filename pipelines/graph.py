@@ -22,6 +22,7 @@ import apache_beam as beam
 from ctxledger.pipelines.config import JobConfig
 from ctxledger.pipelines.evidence.transforms import evidence_branch
 from ctxledger.pipelines.ingest.landing import LandingItem
+from ctxledger.pipelines.ingest.spread import spread_files
 from ctxledger.pipelines.ingest.transforms import IngestTranscripts
 from ctxledger.pipelines.ledger.transforms import ledger_branch
 from ctxledger.pipelines.memory.transforms import memory_branch
@@ -49,18 +50,22 @@ def build_batch_graph(
     files_skipped: int,
     runner: str,
     commit=None,
+    workers: int = 1,
 ):
     """Add the ingest -> redact -> branches -> commit graph to ``pipeline``; return
     the manifest PCollection (one ``RunManifest``).
 
     ``commit`` replaces the appending commit step (``commit_run``), e.g. with the
-    backfill's replacing one.
+    backfill's replacing one. ``workers``: local Beam worker processes
+    (``pipelines.models.local_workers``); the landing files are split between
+    them by bytes (``pipelines.ingest.spread``).
     """
     ingested = (
         pipeline
-        | "ListLandingFiles" >> beam.Create(items, reshuffle=False)
+        | "ListLandingFiles"
+        >> beam.Create(spread_files(items, workers), reshuffle=False)
         | "IngestTranscripts"
-        >> IngestTranscripts(config, policy.memory.subject_metadata_key)
+        >> IngestTranscripts(config, policy.memory.subject_metadata_key, spread=True)
     )
     redacted = ingested.sessions | "RedactPII" >> RedactPII(config, policy, key)
     dead_letters = [ingested.dead_letter, redacted.dead_letter]

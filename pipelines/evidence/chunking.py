@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ctxledger.pipelines.ingest.tokens import count_tokens
+from ctxledger.pipelines.ingest.tokens import count_tokens, fits_tokens
 
 #: Bump when the chunking rules change (stored with every document version).
 CHUNKER_VERSION = "sections-2"
@@ -156,6 +156,14 @@ def parse_blocks(text: str) -> list[Block]:
     return blocks
 
 
+def _fits(count: TokenCounter, piece: str, max_tokens: int) -> bool:
+    """``count(piece) <= max_tokens``; with the cl100k counter a piece short
+    enough in bytes is known to fit without encoding it (``fits_tokens``)."""
+    if count is count_tokens:
+        return fits_tokens(piece, max_tokens)
+    return count(piece) <= max_tokens
+
+
 def split_oversized(
     text: str, start: int, end: int, max_tokens: int, count: TokenCounter
 ) -> list[tuple[int, int]]:
@@ -164,7 +172,7 @@ def split_oversized(
     start, end = _trim(text, start, end)
     if end <= start:
         return []
-    if count(text[start:end]) <= max_tokens:
+    if _fits(count, text[start:end], max_tokens):
         return [(start, end)]
     for pattern in (r"\n", r"[ \t]+"):
         cuts = sorted(
@@ -176,7 +184,7 @@ def split_oversized(
         pieces: list[tuple[int, int]] = []
         piece_start, piece_end = bounds[0], bounds[1]
         for unit_start, unit_end in zip(bounds[1:-1], bounds[2:], strict=True):
-            if count(text[piece_start:unit_end]) <= max_tokens:
+            if _fits(count, text[piece_start:unit_end], max_tokens):
                 piece_end = unit_end
             else:
                 pieces.append((piece_start, piece_end))
@@ -192,7 +200,7 @@ def split_oversized(
         lo, hi = pos + 1, end
         while lo < hi:  # the longest piece that fits
             mid = (lo + hi + 1) // 2
-            if count(text[pos:mid]) <= max_tokens:
+            if _fits(count, text[pos:mid], max_tokens):
                 lo = mid
             else:
                 hi = mid - 1
@@ -240,14 +248,16 @@ def chunk_text(
                 current = _Open(block.start, block.end, (), True)
             else:  # a heading right under a heading: keep them together
                 current.end = block.end
-            if count(text[current.start : current.end]) > max_tokens:
+            if not _fits(count, text[current.start : current.end], max_tokens):
                 for s, e in split_oversized(
                     text, current.start, current.end, max_tokens, count
                 ):
                     emit(s, e, True)
                 current = None
             continue
-        if current is not None and count(text[current.start : block.end]) <= max_tokens:
+        if current is not None and _fits(
+            count, text[current.start : block.end], max_tokens
+        ):
             current.end = block.end
             current.headings_only = False
             continue
@@ -255,7 +265,7 @@ def chunk_text(
         if (
             current is not None
             and current.headings_only
-            and count(text[current.start : pieces[0][1]]) <= max_tokens
+            and _fits(count, text[current.start : pieces[0][1]], max_tokens)
         ):
             current.end = pieces.pop(0)[1]  # the heading takes what fits
         close()

@@ -435,6 +435,10 @@ def build_document(
     )
 
 
+#: The last ``artifact_spans`` answer: ``(text, policy, tokens, spans)``.
+_LAST_SPANS: list[tuple[str, Policy, int, tuple[ChunkSpan, ...]] | None] = [None]
+
+
 def artifact_spans(text: str, policy: Policy, tokens: int) -> list[ChunkSpan]:
     """Chunks of the evidence windows of a tool output (``evidence_windows``).
 
@@ -442,7 +446,20 @@ def artifact_spans(text: str, policy: Policy, tokens: int) -> list[ChunkSpan]:
     can be cited); the first chunk after a gap carries the visible elision
     marker ("[... 1,234 lines omitted ...]") as its section, so a reader of a
     hit or a pack knows the output goes on around it.
+
+    The last answer is remembered: an output seen by several subjects is
+    chunked once per subject, one call after the other (``ChunkArtifactFn``),
+    and its spans depend on the text and the policy only (spans are frozen).
     """
+    last = _LAST_SPANS[0]
+    if last is not None and last[1] is policy and last[2] == tokens and last[0] == text:
+        return list(last[3])
+    out = _artifact_spans(text, policy, tokens)
+    _LAST_SPANS[0] = (text, policy, tokens, tuple(out))
+    return out
+
+
+def _artifact_spans(text: str, policy: Policy, tokens: int) -> list[ChunkSpan]:
     settings = policy.evidence.artifacts
     bounds = policy.evidence.chunking
     out: list[ChunkSpan] = []

@@ -107,24 +107,35 @@ class Embedder:
         """Normalised float32 vectors, one row per text."""
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        from ctxledger.pipelines.models import encode_by_token_budget  # noqa: PLC0415
+
         model = model or self.load()
+        size = self.settings.max_batch_size
         if self.backend != "torch":  # ONNX Runtime: no torch, no autocast
-            vectors = model.encode(list(texts), batch_size=self.settings.max_batch_size)
+            vectors = encode_by_token_budget(
+                model, texts, lambda batch: model.encode(batch, batch_size=size), size
+            )
             return _checked(np.asarray(vectors, dtype=np.float32))
         import torch  # noqa: PLC0415
 
         kwargs = {
-            "batch_size": self.settings.max_batch_size,
             "normalize_embeddings": True,
             "convert_to_numpy": True,
             "show_progress_bar": False,
         }
-        with torch.inference_mode():
-            if self.precision == "bf16":
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    vectors = model.encode(list(texts), **kwargs)
-            else:
-                vectors = model.encode(list(texts), **kwargs)
+
+        def forward(batch: list[str]) -> np.ndarray:
+            # one forward pass per call: the batch is already one length class
+            return model.encode(batch, batch_size=len(batch), **kwargs)
+
+        # batches by word-piece budget, not by count (``models.token_batches``)
+        with (
+            torch.inference_mode(),
+            torch.autocast(
+                "cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"
+            ),
+        ):
+            vectors = encode_by_token_budget(model, texts, forward, size)
         return _checked(np.asarray(vectors, dtype=np.float32))
 
     @property

@@ -105,23 +105,40 @@ class ParseLandingFileFn(beam.DoFn):
         )
 
 
+def _grouped_files(element):
+    """``(key, items)`` of ``SpreadFiles`` -> the items."""
+    _key, items = element
+    yield from items
+
+
 class IngestTranscripts(beam.PTransform):
     """Landing items -> ``sessions``, ``dead_letter``, ``landing_file`` outputs.
 
     ``subject_key``: the policy's ``memory.subject_metadata_key`` (the canonical
-    reader splits a session id that names two subjects by it)."""
+    reader splits a session id that names two subjects by it).
 
-    def __init__(self, config: JobConfig, subject_key: str = "subject_id"):
+    ``items`` are plain ``LandingItem`` s, reshuffled so that parsing does not
+    fuse with the listing (one bundle); or, with ``spread=True``, ``(key,
+    item)`` pairs from ``pipelines.ingest.spread.spread_files``, grouped by
+    that key instead (files balanced by bytes between local workers)."""
+
+    def __init__(
+        self, config: JobConfig, subject_key: str = "subject_id", spread: bool = False
+    ):
         super().__init__()
         self.config = config
         self.subject_key = subject_key
+        self.spread = spread
 
     def expand(self, items):
-        return (
-            items
-            | "ReshuffleFiles" >> beam.Reshuffle()
-            | "ParseLandingFiles"
-            >> beam.ParDo(
-                ParseLandingFileFn(self.config, self.subject_key)
-            ).with_outputs(DEAD_LETTER, LANDING_FILE, main="sessions")
-        )
+        if self.spread:
+            files = (
+                items
+                | "SpreadFiles" >> beam.GroupByKey()
+                | "UnkeyFiles" >> beam.FlatMap(_grouped_files)
+            )
+        else:
+            files = items | "ReshuffleFiles" >> beam.Reshuffle()
+        return files | "ParseLandingFiles" >> beam.ParDo(
+            ParseLandingFileFn(self.config, self.subject_key)
+        ).with_outputs(DEAD_LETTER, LANDING_FILE, main="sessions")

@@ -61,9 +61,16 @@ def _info(tenant: str, source_file: str, source_hash: str, config: JobConfig):
     )
 
 
+#: Sessions per ``ExtractSessionMemoriesFn`` call: their classifier sentences
+#: go through MiniLM together (``MiniLMEncoder.collect``).
+SESSION_BATCH = 64
+
+
 @timed("memory_extract")
 class ExtractSessionMemoriesFn(beam.DoFn):
-    """Memory candidates of one session (rules + MiniLM classifier [+ LLM])."""
+    """Memory candidates of a batch of sessions (rules + MiniLM classifier [+
+    LLM]), each session on its own; the batch only shares the model's passes
+    (``_warm``)."""
 
     def __init__(self, config: JobConfig, policy, encoder=None):
         self.config = config
@@ -99,8 +106,65 @@ class ExtractSessionMemoriesFn(beam.DoFn):
             )
         self.extractors = extractors
         self.purposes = PurposeClassifier(settings, encoder)
+        self._encoder = encoder
 
-    def process(self, element):
+    def process(self, batch):
+        batch = list(batch)
+        self._warm(batch)
+        for element in batch:
+            yield from self._session(element)
+
+    def _warm(self, batch) -> None:
+        """Embed what the batch's sessions will classify, in batched passes.
+
+        A dry run of the rule extractor inside ``MiniLMEncoder.collect()``
+        records the texts; ``warm`` embeds them by word-piece budget; the real
+        run per session then reads every vector from the encoder's cache.
+        Two dry steps, because purposes are asked for the messages that gave
+        drafts, which depends on the kind labels: first the kind sentences
+        (``prepare``) and the prototypes, then a whole extraction with real
+        kinds records the purpose texts. Nothing here decides an output: a
+        text the dry run missed is embedded by the real run itself.
+        """
+        from ctxledger.pipelines.memory.extract import RuleExtractor, extract_session
+
+        encoder = self._encoder
+        rules = [e for e in self.extractors if isinstance(e, RuleExtractor)]
+        if not rules or not hasattr(encoder, "collect") or len(batch) < 2:
+            return
+        contexts = [c for c in map(self._context, batch) if c is not None]
+        with encoder.collect() as wanted:
+            for ctx in contexts:
+                rules[0].prepare(ctx)
+            if wanted:  # prototypes too, with the batch's first pass
+                _ = rules[0].kinds.matrix if rules[0].kinds is not None else None
+                if self.purposes.model is not None:
+                    _ = self.purposes.model.matrix
+        encoder.warm(list(wanted))
+        with encoder.collect() as wanted:
+            for ctx in contexts:
+                try:
+                    extract_session(ctx, rules, self.purposes)
+                except Exception:  # noqa: BLE001, S112 - the real run reports it
+                    continue
+        encoder.warm(list(wanted))
+
+    def _context(self, element):
+        """The ``SessionContext`` of an element; None for orphan messages."""
+        from ctxledger.pipelines.memory.extract import SessionContext
+
+        _session_id, grouped = element
+        sessions = list(grouped["sessions"])
+        if not sessions:
+            return None
+        return SessionContext.build(
+            sessions[0],
+            list(grouped["messages"]),
+            list(grouped["observations"]),
+            self.policy.memory.subject_metadata_key,
+        )
+
+    def _session(self, element):
         from ctxledger.pipelines.memory.extract import SessionContext, extract_session
 
         session_id, grouped = element
@@ -407,9 +471,17 @@ class ExtractMemories(beam.PTransform):
             "observations": records["tool_observations"]
             | "KeyObservations" >> beam.Map(_by_session),
         } | "GroupBySession" >> beam.CoGroupByKey()
-        extracted = grouped | "ExtractSessionMemories" >> beam.ParDo(
-            ExtractSessionMemoriesFn(self.config, self.policy, self.encoder)
-        ).with_outputs(DEAD_LETTER, EXTRACTION, main="candidates")
+        extracted = (
+            grouped
+            | "BatchSessions"
+            >> beam.BatchElements(
+                min_batch_size=SESSION_BATCH, max_batch_size=SESSION_BATCH
+            )
+            | "ExtractSessionMemories"
+            >> beam.ParDo(
+                ExtractSessionMemoriesFn(self.config, self.policy, self.encoder)
+            ).with_outputs(DEAD_LETTER, EXTRACTION, main="candidates")
+        )
 
         consent_items = [i for i in self.inputs if i.kind == CONSENT]
         system_items = [i for i in self.inputs if i.kind == SYSTEM_RECORDS]

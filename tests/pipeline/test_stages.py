@@ -145,3 +145,43 @@ def test_redact_pii_emits_redacted_records_by_table(tmp_path):
             equal_to([2]),
             label="CheckSessions",
         )
+
+
+def test_files_spread_between_two_workers_parse_as_reshuffled_ones(tmp_path):
+    """``spread=True`` (the nightly graph: files grouped by bytes per local
+    worker, ``pipelines.ingest.spread``) yields every session and file count
+    once, as the reshuffled path does, also on two worker threads."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from ctxledger.pipelines.ingest.spread import spread_files
+
+    landing = tmp_path / "landing" / "tenant=acme"
+    landing.mkdir(parents=True)
+    for n in range(5):
+        (landing / f"chat{n}.jsonl").write_text(
+            "".join(
+                _line(session_id=f"s{n}", role="user", content="hello " * (n + 1))
+                for _ in range(n + 1)
+            )
+        )
+    items = discover(tmp_path / "landing", "default").items
+    config = _config(tmp_path)
+    options = PipelineOptions(
+        ["--direct_num_workers=2", "--direct_running_mode=multi_threading"]
+    )
+    with TestPipeline(options=options) as p:
+        out = (
+            p
+            | beam.Create(spread_files(items, 2), reshuffle=False)
+            | IngestTranscripts(config, spread=True)
+        )
+        assert_that(
+            out.sessions | beam.Map(lambda e: (e[1].external_id, len(e[1].messages))),
+            equal_to([(f"s{n}", n + 1) for n in range(5)]),
+            label="CheckSessions",
+        )
+        assert_that(
+            out.landing_file | beam.Map(lambda f: (f.path, f.records_out)),
+            equal_to([(f"tenant=acme/chat{n}.jsonl", n + 1) for n in range(5)]),
+            label="CheckFiles",
+        )
