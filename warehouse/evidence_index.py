@@ -282,6 +282,10 @@ class EvidenceIndex:
         self._columns: dict[str, list[Any]] = {}
         self._columns_lock = threading.Lock()
         self._row_columns: list[list[Any]] | None = None
+        #: Arrays built on first use (``chunk_rank``, ``token_counts``); two
+        #: threads building one at once build the same array.
+        self._chunk_rank: np.ndarray | None = None
+        self._token_counts: np.ndarray | None = None
         self._ivf: np.ndarray | None = None  # centroids
         self._lists: dict[str, np.ndarray] = {}  # tenant -> list bounds (rows)
         if ivf is not None:
@@ -574,13 +578,45 @@ class EvidenceIndex:
 
     @staticmethod
     def _top(rows: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int, float]]:
+        rows, scores = EvidenceIndex._top_arrays(rows, scores, n)
+        return list(zip(rows.tolist(), scores.tolist(), strict=True))
+
+    @staticmethod
+    def _top_arrays(
+        rows: np.ndarray, scores: np.ndarray, n: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``_top`` as two arrays (rows, scores), best first: what ``pack``'s
+        candidate rounds read without a Python tuple per row."""
         if not len(rows):
-            return []
+            return rows[:0], scores[:0]
         if len(rows) > n:
             keep = np.argpartition(-scores, n - 1)[:n]
             rows, scores = rows[keep], scores[keep]
         order = np.lexsort((rows, -scores))  # score desc, then row (stable)
-        return [(int(rows[i]), float(scores[i])) for i in order]
+        return rows[order], scores[order]
+
+    def chunk_rank(self) -> np.ndarray:
+        """Each row's position in chunk-id order (built once): ties of the
+        fused ranking break by chunk id with one integer compare."""
+        ranks = self._chunk_rank
+        if ranks is None:
+            import pyarrow.compute as pc  # noqa: PLC0415
+
+            order = pc.sort_indices(self.meta.column("chunk_id")).to_numpy()
+            ranks = np.empty(self.n, dtype=np.int64)
+            ranks[order] = np.arange(self.n, dtype=np.int64)
+            self._chunk_rank = ranks
+        return ranks
+
+    def token_counts(self) -> np.ndarray:
+        """``token_count`` of every row as an int64 array (built once)."""
+        counts = self._token_counts
+        if counts is None:
+            counts = self._token_counts = np.asarray(
+                self.meta.column("token_count").fill_null(0).to_numpy(),
+                dtype=np.int64,
+            )
+        return counts
 
     def search(
         self,
@@ -647,6 +683,8 @@ class EvidenceIndex:
         first request."""
         for name in _META_COLUMNS:
             self.column(name)
+        self.chunk_rank()
+        self.token_counts()
 
     def row(self, row: int) -> dict[str, Any]:
         """The metadata of one row as a dict."""
@@ -711,3 +749,25 @@ class Searcher:
         chunk_ids = index.column("chunk_id")
         results.sort(key=lambda r: (-r.fused, chunk_ids[r.row]))
         return results[:k]
+
+    def top_rows(self, k: int, candidates: int) -> np.ndarray:
+        """The rows of ``top(k, candidates)``, in its order, computed on
+        arrays: the same fused values (the same float operations: each
+        ranking's ``weight / (rrf_k + rank)``, bm25's part first, 0.0 for a
+        ranking that misses the row) and the same ties by chunk id, without
+        a ``Ranked`` per row (``pack`` asks for up to four rounds of 20-320)."""
+        index = self.index
+        s = index.settings
+        b_rows, _ = index._top_arrays(*self._bm25, candidates)
+        v_rows, _ = index._top_arrays(*self._cosine, candidates)
+        both = np.concatenate([b_rows, v_rows])
+        if not len(both):
+            return both.astype(np.int64)
+        rows, where = np.unique(both, return_inverse=True)
+        fused = np.zeros(len(rows), dtype=np.float64)
+        b_ranks = np.arange(1, len(b_rows) + 1, dtype=np.float64)
+        v_ranks = np.arange(1, len(v_rows) + 1, dtype=np.float64)
+        fused[where[: len(b_rows)]] += s.bm25_weight / (s.rrf_k + b_ranks)
+        fused[where[len(b_rows) :]] += s.vector_weight / (s.rrf_k + v_ranks)
+        order = np.lexsort((index.chunk_rank()[rows], -fused))
+        return rows[order[:k]].astype(np.int64)

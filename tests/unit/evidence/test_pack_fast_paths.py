@@ -1,0 +1,150 @@
+"""The array paths ``pack`` takes for speed give what the plain ones give.
+
+A warm /pack spends its time on ~160 candidates and their manifest items, so
+three steps run on arrays instead of per-row Python: the fused candidate rows
+(``Searcher.top_rows`` against ``Searcher.top``), the score rounding
+(``round6`` against ``round(x, 6)``), and the shingle overlap and closest
+cosine that ``_Greedy.add`` keeps per candidate (against sets and a loop).
+Each is checked here against the plain computation on random inputs, ties
+included (repeated texts and vectors), since a manifest must not change.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.schemas.evidence import PackSettings, SearchSettings
+from ctxledger.warehouse.evidence_index import EvidenceIndex
+from ctxledger.warehouse.evidence_pack import Candidate, _Greedy, round6
+
+_WORDS = "rotate key api on call pager escalate restart node disk".split()
+
+
+def _same_float(a: float, b: float) -> bool:
+    if math.isnan(b):
+        return math.isnan(a)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.floats(min_value=-2.0, max_value=2.0),
+            # exact and near halves of the sixth decimal
+            st.integers(-2_000_000, 2_000_000).map(lambda k: (k + 0.5) / 1e6),
+            st.integers(-2_000_000, 2_000_000).map(lambda k: k / 1e6 + 5e-7),
+        ),
+        max_size=60,
+    )
+)
+def test_round6_is_round_to_six_places(values):
+    assert all(
+        _same_float(a, round(v, 6)) for a, v in zip(round6(values), values, strict=True)
+    )
+
+
+def _index(seed: int, n: int) -> EvidenceIndex:
+    """``n`` chunks in tenants a/b with repeated texts and vectors (ties in
+    both rankings), ACLs ``*``/``sre``."""
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(rng.choice(_WORDS, size=4)) for _ in range(n)]
+    base = rng.standard_normal((max(1, n // 3), 384)).astype(np.float32)
+    vectors = base[rng.integers(0, len(base), size=n)]
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ts = pa.timestamp("us", tz="UTC")
+    table = pa.table(
+        {
+            "chunk_id": [f"c{int(i):05d}" for i in rng.permutation(n)],
+            "doc_id": [f"d{i // 5}" for i in range(n)],
+            "doc_version": ["v1"] * n,
+            "doc_version_id": [f"d{i // 5}" for i in range(n)],
+            "kind": ["document"] * n,
+            "tenant_id": ["a" if i % 4 else "b" for i in range(n)],
+            "section_path": [[]] * n,
+            "char_start": [0] * n,
+            "char_end": [len(t) for t in texts],
+            "text": texts,
+            "token_count": [7] * n,
+            "content_hash": [f"h{i}" for i in range(n)],
+            "trust": ["untrusted"] * n,
+            "authority": pa.array([None] * n, pa.float64()),
+            "effective_from": pa.array([0] * n, ts),
+            "effective_to": pa.array([None] * n, ts),
+            "acl": [["*"] if i % 3 else ["sre"] for i in range(n)],
+        }
+    )
+    # IVF lists from 16 rows on: rows sort by tenant, list, chunk id, so row
+    # order is not chunk-id order and ties must break by chunk id
+    return EvidenceIndex.from_rows(table, vectors, SearchSettings(ivf_min_rows=16))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 120),
+    tenant=st.sampled_from(["a", "b", "c"]),
+    groups=st.sampled_from([[], ["sre"], ["billing"]]),
+    query=st.lists(st.sampled_from([*_WORDS, "zebra"]), min_size=1, max_size=4),
+    sizes=st.lists(st.integers(1, 150), min_size=1, max_size=4),
+)
+def test_top_rows_are_the_rows_of_top(seed, n, tenant, groups, query, sizes):
+    index = _index(seed, n)
+    vector = np.random.default_rng(seed + 1).standard_normal(384).astype(np.float32)
+    searcher = index.searcher(tenant, groups, " ".join(query), vector, None)
+    for k in sizes:
+        for candidates in (k, 2 * k):
+            rows = searcher.top_rows(k, candidates)
+            assert rows.tolist() == [r.row for r in searcher.top(k, candidates)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 40),
+    pool=st.integers(1, 60),
+    picks=st.lists(st.integers(0, 39), max_size=25),
+)
+def test_greedy_overlap_and_closest_match_sets(seed, n, pool, picks):
+    rng = np.random.default_rng(seed)
+    hashes = rng.integers(-(2**62), 2**62, size=pool)
+    vectors = rng.standard_normal((n, 384)).astype(np.float32)
+    candidates = [
+        Candidate(
+            item_id=f"i{i}",
+            kind="evidence",
+            source="s",
+            trust="trusted",
+            version="v",
+            text=f"t{i}",
+            token_count=5,
+            vector=vectors[i],
+            authority=1.0,
+            effective_from=None,
+            content_key=f"k{i}",
+            shingles=frozenset(
+                int(h) for h in rng.choice(hashes, size=rng.integers(0, 8))
+            ),
+            relevance=0.5,
+        )
+        for i in range(n)
+    ]
+    state = _Greedy(candidates, PackSettings())
+    seen: set[int] = set()
+    best = np.full(n, -1.0)
+    closest = np.full(n, -1)
+    for pick in [p % n for p in picks]:
+        state.add(pick)
+        seen |= candidates[pick].shingles
+        sims = state.vectors @ vectors[pick]
+        better = sims > best
+        best[better], closest[better] = sims[better], pick
+        shared = [len(c.shingles & seen) for c in candidates]
+        assert state.shared.tolist() == shared
+        assert state.max_cos.tolist() == best.tolist()
+        assert state.closest.tolist() == closest.tolist()
