@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ctxledger.warehouse.context_pack import (
+from ctxledger.serving.context_pack import (
     ContextCandidate,
     PackError,
     StaticScorer,
