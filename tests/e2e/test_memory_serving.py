@@ -17,11 +17,13 @@ from test_memory_api import leaks
 from ctxledger.pipelines.memory.extract import memory_id_for
 from ctxledger.schemas.arrow import to_table
 from ctxledger.schemas.memory import ConsentRecord, MemoryRecord, Provenance
+from ctxledger.serving.context import Context
 from ctxledger.serving.memories import MemoryStore, memories
 from ctxledger.warehouse import Warehouse
 from ctxledger.warehouse.memory_api import erase_subject, record_consent
 from ctxledger.warehouse.memory_serving import (
     REPLICA_TABLES,
+    ReplicaSet,
     changed_tables,
     lake_snapshot,
     read_replica,
@@ -254,6 +256,27 @@ def test_time_travel_reads_the_lake(tmp_path):
         view = memories(old, "acme", "u1", "support", store=store)
         assert "Later statement" not in view.facts
         assert (store.refreshes, store.snapshot_id) == (0, None)  # not asked
+
+
+def test_a_context_owns_a_store_per_snapshot_and_closes_it_with_it(tmp_path):
+    """The replica reader belongs to the ``Context`` (its snapshot's
+    generation), never to a ``Warehouse``, and goes when the snapshot does."""
+    root = tmp_path / "wh"
+    _seeded(root).close()
+    with Context.open(root, poll_s=0, warm=False, blas_threads=None) as ctx:
+        assert ctx.memories("acme", "u1", "support").facts
+        with ctx.reader.generation() as gen:
+            first = gen.state
+            attached = [v for v in vars(gen.wh).values() if isinstance(v, ReplicaSet)]
+        assert isinstance(first, MemoryStore) and first.snapshot_id is not None
+        assert attached == []
+        with Warehouse.open(root) as wh:
+            _commit(wh, "r2", [_memory("acme", "u1", "Later statement", days_ago=1)])
+        assert ctx.refresh()
+        assert "Later statement" in ctx.memories("acme", "u1", "support").facts
+        with ctx.reader.generation() as gen:
+            assert isinstance(gen.state, MemoryStore) and gen.state is not first
+        assert first.snapshot_id is None and first._replicas == {}  # closed
 
 
 def test_changed_tables_reads_the_change_log_and_distrusts_gaps(tmp_path):
