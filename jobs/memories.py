@@ -1,9 +1,10 @@
 """``ctxledger memories``: what a context builder would get for a subject.
 
-Runs ``Context.memories`` (the read path a context builder holds: the memory
-replica, same rules as the ``memories_served`` SQL macro) on the latest
+Runs ``Context.memories`` (the read path a context builder holds) on the latest
 committed snapshot, without taking the writer's lock, and prints facts,
-hypotheses and conflicts with their provenance.
+hypotheses and conflicts with their provenance. One lookup: it runs the
+``memories_served`` SQL macro on the snapshot (``replica=False``) rather than
+building a private replica of it first.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def show_memories(
         poll_s=0,
         warm=False,
         blas_threads=None,
+        replica=False,
     ) as ctx:
         view = ctx.memories(tenant_id, subject_id, purpose, at)
     if output != "table":

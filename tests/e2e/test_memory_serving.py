@@ -279,6 +279,23 @@ def test_a_context_owns_a_store_per_snapshot_and_closes_it_with_it(tmp_path):
         assert first.snapshot_id is None and first._replicas == {}  # closed
 
 
+def test_a_one_shot_context_reads_the_lake_and_builds_no_replica(tmp_path):
+    """``replica=False`` (the ``memories`` command): the same answer, from the
+    macro on the snapshot, with no private replica built for one lookup."""
+    root = tmp_path / "wh"
+    _seeded(root).close()
+    with Context.open(root, poll_s=0, warm=False, blas_threads=None) as ctx:
+        served = ctx.memories("acme", "u1", "support")
+    with Context.open(
+        root, poll_s=0, warm=False, blas_threads=None, replica=False
+    ) as ctx:
+        view = ctx.memories("acme", "u1", "support")
+        with ctx.reader.generation() as gen:
+            assert gen.state is None
+            assert not serving_dir(gen.wh.root).exists()
+    assert view.facts and view.items == served.items
+
+
 def test_changed_tables_reads_the_change_log_and_distrusts_gaps(tmp_path):
     with _seeded(tmp_path / "wh") as wh:
         start = lake_snapshot(wh)
