@@ -243,11 +243,13 @@ def bench_pack(wh_path: Path, budget: int = 2000, rounds: int = 5) -> None:
     13): p50 < 50 ms warm, >= 80% of a 2,000-token budget used when enough
     relevant in-scope text exists."""
     from ctxledger.schemas.evidence import PackRequest
+    from ctxledger.serving.context import Context
     from ctxledger.warehouse import Warehouse
 
     print(f"\n## pack ({len(PACK_QUERIES)} queries, budget {budget} tokens)")
     with Warehouse.open(wh_path) as wh:
         tenant = wh.query("SELECT min(tenant_id) FROM evidence_chunks").fetchone()[0]
+    with Context.open(wh_path, poll_s=0, warm=False) as ctx:
 
         def request(query):
             return PackRequest(
@@ -256,14 +258,14 @@ def bench_pack(wh_path: Path, budget: int = 2000, rounds: int = 5) -> None:
             )  # fmt: skip
 
         start = time.perf_counter()
-        first = wh.pack(request(PACK_QUERIES[0]))
+        first = ctx.pack(request(PACK_QUERIES[0]))
         cold = time.perf_counter() - start
         fills, reasons, items, joined = [], {}, 0, 0
         times = []
         for r in range(rounds):
             for query in PACK_QUERIES:
                 start = time.perf_counter()
-                manifest = wh.pack(request(query))
+                manifest = ctx.pack(request(query))
                 times.append(time.perf_counter() - start)
                 if r == 0:
                     fills.append(manifest.used_tokens / budget)
@@ -352,7 +354,7 @@ def synthetic(n: int, tenants: int, seed: int = 0):
 
 def bench_search(n: int, label: str) -> None:
     from ctxledger.schemas.evidence import SearchSettings
-    from ctxledger.warehouse.evidence_index import EvidenceIndex
+    from ctxledger.serving.evidence_index import EvidenceIndex
 
     print(f"\n## hybrid search top-10 at {label} chunks")
     rng = np.random.default_rng(1)

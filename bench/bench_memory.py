@@ -56,14 +56,13 @@ from ctxledger.schemas import Message, Session  # noqa: E402
 from ctxledger.schemas.arrow import arrow_schema  # noqa: E402
 from ctxledger.schemas.memory import ConsentRecord, MemoryRecord  # noqa: E402
 from ctxledger.schemas.policy import load_policy  # noqa: E402
+from ctxledger.serving.memories import MemoryStore, memories  # noqa: E402
 from ctxledger.warehouse.catalog import Warehouse  # noqa: E402
 from ctxledger.warehouse.memory_api import (  # noqa: E402
     ensure_serving_options,
-    memories,
     record_consent,
 )
 from ctxledger.warehouse.memory_serving import (  # noqa: E402
-    MemoryStore,
     build_replica,
     lake_snapshot,
     read_replica,

@@ -3,7 +3,7 @@ ablate / perturb them.
 
 For each case (``serving.context_checks``) the runner offers the catalogue's
 tools (kind ``tool`` items, their definitions' tokens taken from the window),
-packs evidence with ``warehouse.evidence_pack.pack_context`` under the case
+packs evidence with ``serving.evidence_pack.pack_context`` under the case
 set's source registry, confirms each selected item's scope in the warehouse,
 and runs the checks. Ablations re-run the set under a changed registry or
 time: (a) each source removed (invalidated) in turn, (b) each required
@@ -212,8 +212,8 @@ def run_case(
 ) -> tuple[CaseResult, ContextManifest]:
     """Offer tools, pack, check one case. ``reorder``: move the required
     evidence to ``first`` / ``middle`` / ``last`` before checking."""
+    from ctxledger.serving.evidence_pack import pack_context  # noqa: PLC0415
     from ctxledger.warehouse.evidence_api import embedder  # noqa: PLC0415
-    from ctxledger.warehouse.evidence_pack import pack_context  # noqa: PLC0415
 
     model = embedder(policy.evidence.embedding)
 

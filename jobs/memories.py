@@ -1,7 +1,10 @@
 """``ctxledger memories``: what a context builder would get for a subject.
 
-Runs ``Warehouse.memories`` (the ``memories_served`` SQL macro) and prints facts,
-hypotheses and conflicts with their provenance.
+Runs ``Context.memories`` (the read path a context builder holds) on the latest
+committed snapshot, without taking the writer's lock, and prints facts,
+hypotheses and conflicts with their provenance. One lookup: it runs the
+``memories_served`` SQL macro on the snapshot (``replica=False``) rather than
+building a private replica of it first.
 """
 
 from __future__ import annotations
@@ -29,13 +32,19 @@ def show_memories(
 ) -> None:
     """Print the served memories of one subject for one purpose: a table, or
     (``output`` ``json``/``jsonl``) every served field for a program."""
-    from ctxledger.schemas.policy import load_policy
-    from ctxledger.warehouse.catalog import Warehouse
-    from ctxledger.warehouse.memory_api import memories
+    from ctxledger.serving.context import Context
 
-    settings = load_policy(policy_file).memory
-    with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
-        view = memories(wh, tenant_id, subject_id, purpose, at, settings=settings)
+    with Context.open(
+        warehouse,
+        catalog=catalog,
+        data_path=data_path,
+        policy_file=policy_file,
+        poll_s=0,
+        warm=False,
+        blas_threads=None,
+        replica=False,
+    ) as ctx:
+        view = ctx.memories(tenant_id, subject_id, purpose, at)
     if output != "table":
         from dataclasses import asdict
 

@@ -173,7 +173,7 @@ class PackSettings(_Strict):
     #: share of its word shingles already in the selected text (0 for a
     #: sibling chunk that says something else). 0 turns redundancy off.
     redundancy_weight: float = Field(default=1.0, ge=0.0)
-    #: Words per shingle (``warehouse.evidence_pack.shingles``).
+    #: Words per shingle (``serving.evidence_pack.shingles``).
     shingle_words: int = Field(default=5, ge=1)
     #: A near-duplicate of a selected item is dropped (``near_duplicate``): its
     #: shingle overlap is at least this, or its cosine to that item's text is.

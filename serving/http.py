@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ctxledger.schemas.evidence import ContextManifest, PackRequest, SearchHit
 from ctxledger.serving.auth import AuthError, Principal, Tokens, subject_for, tenant_for
 from ctxledger.serving.context import Context
-from ctxledger.warehouse.memory_api import MemoryView, ServedMemory
+from ctxledger.serving.memories import MemoryView, ServedMemory
 
 
 class _Body(BaseModel):
@@ -37,7 +37,7 @@ class MemoriesResponse(BaseModel):
     facts: list[str]
     hypotheses: list[str]
     conflicts: list[str]
-    #: the served rows themselves (``warehouse.memory_api.ServedMemory``, one
+    #: the served rows themselves (``serving.memories.ServedMemory``, one
     #: definition for the Python API and the HTTP schema)
     items: list[ServedMemory]
 
@@ -142,7 +142,7 @@ def create_app(
     ``context`` and closes it when the server shuts down (a worker process)."""
     from contextlib import asynccontextmanager
 
-    from ctxledger.warehouse.evidence_pack import PackError
+    from ctxledger.serving.evidence_pack import PackError
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

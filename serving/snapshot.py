@@ -101,6 +101,9 @@ class Generation:
         self.wh = wh
         self.snapshot_id = snapshot_id
         self.folder = folder
+        #: What the reader's ``warm`` returned for this snapshot (``Context``:
+        #: its memory store), closed with the generation.
+        self.state: Any = None
         self._users = 0
         self._retired = False
         self._lock = threading.Lock()
@@ -125,7 +128,11 @@ class Generation:
 
     def _close(self) -> None:
         try:
-            self.wh.close()
+            try:
+                if self.state is not None:
+                    self.state.close()
+            finally:
+                self.wh.close()
         finally:
             if self.folder is not None:
                 shutil.rmtree(self.folder, ignore_errors=True)
@@ -149,7 +156,8 @@ class SnapshotReader:
         self.local = not self.catalog.startswith(("postgres:", "postgresql:"))
         self.data_path = data_path or str(self.root / "lake")
         self.poll_s = poll_s
-        #: Called with each new generation's warehouse before it is served.
+        #: Called with each new generation's warehouse before it is served; what
+        #: it returns is kept as the generation's ``state``.
         self.warm = warm
         remove_orphans(workdir)
         self._workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=workdir))
@@ -242,7 +250,7 @@ class SnapshotReader:
                 signature = None
             try:
                 if self.warm is not None:
-                    self.warm(gen.wh)
+                    gen.state = self.warm(gen.wh)
             except BaseException:
                 gen.retire()
                 raise

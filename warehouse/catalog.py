@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -33,14 +33,6 @@ from ctxledger.warehouse.catalog_url import catalog_location
 from ctxledger.warehouse.concurrency import retry_on_conflict
 from ctxledger.warehouse.tables import TABLES
 from ctxledger.warehouse.views import install_catalog_extras
-
-if TYPE_CHECKING:
-    from ctxledger.schemas.evidence import (
-        ContextManifest,
-        PackRequest,
-        SearchHit,
-    )
-    from ctxledger.warehouse.memory_api import MemoryView
 
 CATALOG_FILE = "catalog.ducklake"
 LAKE_ALIAS = "lake"
@@ -204,7 +196,10 @@ def attach_lake(
 
 
 class Warehouse:
-    """A DuckLake warehouse folder (or catalog URL) with our tables in it."""
+    """A DuckLake warehouse folder (or catalog URL) with our tables in it.
+
+    The lake itself (tables, commits, snapshots, SQL); memories, evidence
+    search and packs are the read path's (``ctxledger.Context``)."""
 
     def __init__(
         self,
@@ -276,10 +271,6 @@ class Warehouse:
 
     def close(self) -> None:
         """Detach the lake, then close (a live relation must not pin the catalog)."""
-        if "_memory_store" in self.__dict__:  # the memory serving replica's reader
-            from ctxledger.warehouse.memory_serving import close_store
-
-            close_store(self)
         if self._con is not None:
             try:
                 self._con.execute(f"USE memory; DETACH {LAKE_ALIAS}")
@@ -574,34 +565,3 @@ class Warehouse:
         self, sql: str, params: Sequence[Any] | None = None
     ) -> duckdb.DuckDBPyRelation:
         return self.connection().sql(sql, params=params)
-
-    def memories(
-        self, tenant_id: str, subject_id: str, purpose: str, at: Any = None
-    ) -> MemoryView:
-        """Memories a context builder may use (``warehouse.memory_api.memories``)."""
-        from ctxledger.warehouse.memory_api import memories
-
-        return memories(self, tenant_id, subject_id, purpose, at)
-
-    def search_evidence(
-        self,
-        tenant_id: str,
-        principal_groups: Sequence[str],
-        query: str,
-        k: int = 5,
-        as_of: Any = None,
-        candidates: int = 20,
-        **kwargs: Any,
-    ) -> list[SearchHit]:
-        """Hybrid evidence search (``warehouse.evidence_api.search_evidence``)."""
-        from ctxledger.warehouse.evidence_api import search_evidence
-
-        return search_evidence(
-            self, tenant_id, principal_groups, query, k, as_of, candidates, **kwargs
-        )
-
-    def pack(self, request: PackRequest, **kwargs: Any) -> ContextManifest:
-        """A context pack with its manifest (``warehouse.evidence_api.pack``)."""
-        from ctxledger.warehouse.evidence_api import pack
-
-        return pack(self, request, **kwargs)

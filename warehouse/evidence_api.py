@@ -1,11 +1,15 @@
-"""Query API over the evidence tables: hybrid search, context packing, SQL macros.
+"""The evidence tables' lake-side helpers: the pipeline's lookups, the SQL macros,
+and the process's query embedder.
 
-Context builders call ``Warehouse.open(path).search_evidence(...)`` and
-``.pack(request)`` (thin methods delegating here). Analysts get the same search
-as SQL macros (``install_macros``; the ``ctxledger sql`` command installs them):
-``evidence_versions()``, ``evidence_scope(tenant, groups, as_of, subject)``,
-``evidence_bm25(...)``, ``evidence_vector(...)``, ``evidence_search(...)`` and the
-scalar ``evidence_embed(text)``.
+The pipeline asks the lake what it already holds (``processed_document_files``,
+``lookup_connection``/``lookup_embeddings``: vectors to reuse). Analysts get the
+evidence search as SQL macros (``install_macros``; the ``ctxledger sql`` command
+installs them): ``evidence_versions()``, ``evidence_scope(tenant, groups,
+as_of, subject)``, ``evidence_bm25(...)``, ``evidence_vector(...)``,
+``evidence_search(...)`` and the scalar ``evidence_embed(text)`` (``embedder``,
+also the read path's model). Context builders search and pack through
+``ctxledger.Context`` (``serving.evidence_search``, ``serving.evidence_pack``),
+which apply the same rules in Python.
 
 Scope: a document is served to the principal groups of its ACL; a tool artifact
 (kind ``tool_artifact``) only to a request for the subject of the session that
@@ -23,9 +27,7 @@ and ``Warehouse(..., snapshot=n)`` answers "what did we know at snapshot n".
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,18 +35,29 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import numpy as np
 
-from ctxledger.schemas.evidence import EMBEDDING_DIM, SearchHit, SearchSettings
-from ctxledger.warehouse.evidence_index import STOPWORDS, EvidenceIndex
+from ctxledger.schemas.evidence import SearchSettings
 
 if TYPE_CHECKING:
-    from ctxledger.schemas.evidence import ContextManifest, PackRequest
     from ctxledger.schemas.policy import Policy
-    from ctxledger.schemas.sources import SourceRegistry
-    from ctxledger.warehouse.catalog import Warehouse
 
 SQL_FILE = Path(__file__).resolve().parent / "sql" / "evidence.sql"
-_INDEXES: OrderedDict[tuple[Any, ...], EvidenceIndex] = OrderedDict()
-_INDEX_LOCK = threading.Lock()
+#: English stop words dropped by ``evidence_terms`` (Python and SQL alike).
+STOPWORDS = tuple(
+    sorted(
+        set(
+            """a about above after again against all am an and any are as at be
+            because been before being below between both but by can could did do
+            does doing down during each few for from further had has have having he
+            her here hers herself him himself his how i if in into is it its itself
+            just me more most my myself no nor not now of off on once only or other
+            our ours ourselves out over own same she should so some such than that
+            the their theirs them themselves then there these they this those
+            through to too under until up very was we were what when where which
+            while who whom why will with would you your yours yourself yourselves
+            s t don shall may might must also""".split()
+        )
+    )
+)
 _EMBEDDERS: dict[str, Any] = {}
 _EMBEDDER_LOCK = threading.Lock()
 
@@ -250,7 +263,7 @@ def install_macros(
         con.execute(statement)
 
 
-# ------------------------------------------------------------------- search
+# ------------------------------------------------------------- the embedder
 @lru_cache(maxsize=1)
 def _default_policy() -> Policy:
     from ctxledger.schemas.policy import load_policy  # noqa: PLC0415
@@ -290,176 +303,3 @@ def embedder(settings) -> Any:
             instance.load()
             _EMBEDDERS[key] = _SerialEmbedder(instance)
         return _EMBEDDERS[key]
-
-
-#: Query vectors by (model settings, query text): a context builder asks the
-#: same questions again (a retry, the next turn, several users of one
-#: assistant), and a MiniLM query embedding is most of a warm pack (measured
-#: 5-11 ms of ~20 ms on 2 cores). A vector is a pure function of the text.
-_QUERY_VECTORS: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-_QUERY_LOCK = threading.Lock()
-QUERY_CACHE_SIZE = 4096
-
-
-def embed_query(settings, query: str) -> np.ndarray:
-    """``query``'s vector (read-only), from the per-process cache or the model."""
-    key = (settings.model_dump_json(), query)
-    with _QUERY_LOCK:
-        vector = _QUERY_VECTORS.get(key)
-        if vector is not None:
-            _QUERY_VECTORS.move_to_end(key)
-            return vector
-    vector = np.array(embedder(settings).encode([query])[0], dtype=np.float32)
-    vector.flags.writeable = False
-    with _QUERY_LOCK:
-        _QUERY_VECTORS[key] = vector
-        while len(_QUERY_VECTORS) > QUERY_CACHE_SIZE:
-            _QUERY_VECTORS.popitem(last=False)
-    return vector
-
-
-def _snapshot_of(wh: Warehouse) -> int:
-    return wh.snapshot if wh.snapshot is not None else wh.current_snapshot()
-
-
-def load_index(wh: Warehouse, settings: SearchSettings) -> EvidenceIndex:
-    """The search index of ``wh``'s snapshot (built once per process)."""
-    snapshot = _snapshot_of(wh)
-    key = (wh.catalog, wh.data_path, snapshot, settings.model_dump_json())
-    with _INDEX_LOCK:
-        if key in _INDEXES:
-            _INDEXES.move_to_end(key)
-            return _INDEXES[key]
-    index = build_index(wh, settings, snapshot)
-    with _INDEX_LOCK:
-        _INDEXES[key] = index
-        while len(_INDEXES) > 2:
-            _INDEXES.popitem(last=False)
-    return index
-
-
-def build_index(
-    wh: Warehouse, settings: SearchSettings, snapshot: int | None = None
-) -> EvidenceIndex:
-    """Read every chunk version with its validity and build the index."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    con = wh.connection()
-    install_macros(con)
-    subject = "c.subject_id" if _has_subjects(con) else "NULL::VARCHAR"
-    if "evidence_chunks" not in wh.existing_tables():
-        table = None
-    else:
-        table = con.execute(
-            "SELECT c.chunk_id, c.doc_id, c.doc_version, c.doc_version_id, c.kind, "
-            f"c.tenant_id, {subject} AS subject_id, c.section_path, c.char_start, "
-            "c.char_end, c.text, c.token_count, c.content_hash, c.trust, "
-            "v.authority, c.effective_from, v.effective_to, c.acl, c.embedding "
-            "FROM evidence_chunks c JOIN evidence_versions() v USING (doc_version_id)"
-        ).arrow()
-        if hasattr(table, "read_all"):
-            table = table.read_all()
-    if table is None or table.num_rows == 0:
-        from ctxledger.schemas.arrow import arrow_schema  # noqa: PLC0415
-        from ctxledger.schemas.evidence import EvidenceChunk  # noqa: PLC0415
-
-        schema = arrow_schema(EvidenceChunk)
-        table = (
-            schema.empty_table()
-            .append_column("authority", pa.array([], pa.float64()))
-            .append_column("effective_to", pa.array([], pa.timestamp("us", tz="UTC")))
-        )
-    vectors, has_vector = _vectors(table.column("embedding"))
-    return EvidenceIndex.from_rows(
-        table.drop_columns(["embedding"]), vectors, settings, snapshot, has_vector
-    )
-
-
-def _vectors(column) -> tuple[np.ndarray, np.ndarray]:
-    """``(n, EMBEDDING_DIM)`` float32 rows and which rows have a vector: a NULL
-    embedding (deferred, not filled in yet) is an all-zero row and False."""
-    embeddings = column.combine_chunks()
-    has_vector = np.asarray(
-        embeddings.is_valid().to_numpy(zero_copy_only=False), dtype=bool
-    ).reshape(len(embeddings))
-    flat = embeddings.flatten().to_numpy(zero_copy_only=False)  # skips NULL rows
-    present = np.asarray(flat, dtype=np.float32).reshape(-1, EMBEDDING_DIM)
-    if has_vector.all():
-        return present, has_vector
-    vectors = np.zeros((len(embeddings), EMBEDDING_DIM), dtype=np.float32)
-    vectors[has_vector] = present
-    return vectors, has_vector
-
-
-def search_evidence(
-    wh: Warehouse,
-    tenant_id: str,
-    principal_groups: Sequence[str],
-    query: str,
-    k: int = 5,
-    as_of: datetime | None = None,
-    candidates: int = 20,
-    *,
-    query_embedding: Sequence[float] | None = None,
-    policy: Policy | None = None,
-    subject_id: str | None = None,
-) -> list[SearchHit]:
-    """Hybrid BM25 + cosine search within the principal's scope.
-
-    Tenant, ACL groups (``*`` on a document admits every group), subject (tool
-    artifacts: only ``subject_id``'s own, unless ``principal_groups`` holds a
-    policy operator group) and validity at ``as_of`` (default: now) filter
-    first; only chunks in that scope are ranked. A chunk whose embedding is
-    still pending (deferred mode) is ranked by BM25 only (``ranked_by="bm25"``).
-    Both top-``candidates`` lists are fused by weighted reciprocal rank fusion
-    (weights from the policy). ``query_embedding`` skips embedding ``query``.
-    """
-    policy = policy or _default_policy()
-    settings = policy.evidence.search
-    index = load_index(wh, settings)
-    if query_embedding is None:
-        vector = embed_query(policy.evidence.embedding, query)
-    else:
-        vector = np.asarray(query_embedding, dtype=np.float32)
-    ranked = index.search(
-        tenant_id,
-        list(principal_groups),
-        query,
-        vector,
-        k,
-        as_of,
-        candidates,
-        subject_id=subject_id,
-        operator_groups=policy.evidence.artifacts.operator_groups,
-    )
-    hits = []
-    for r in ranked:
-        row = index.row(r.row)
-        hits.append(
-            SearchHit(
-                **row,
-                bm25=r.bm25,
-                bm25_rank=r.bm25_rank,
-                cosine=r.cosine,
-                cosine_rank=r.cosine_rank,
-                fused=r.fused,
-                ranked_by="hybrid" if index.has_vector[r.row] else "bm25",
-            )
-        )
-    return hits
-
-
-def pack(
-    wh: Warehouse,
-    request: PackRequest,
-    *,
-    policy: Policy | None = None,
-    registry: SourceRegistry | None = None,
-) -> ContextManifest:
-    """Select context items for ``request`` (see ``warehouse.evidence_pack``);
-    ``registry``: the source registry to value items with (default: the
-    warehouse's active one, read per call; a server reads it once per
-    snapshot)."""
-    from ctxledger.warehouse.evidence_pack import pack_context  # noqa: PLC0415
-
-    return pack_context(wh, request, policy or _default_policy(), registry)

@@ -1,18 +1,11 @@
-"""Memories in the warehouse: the query API, consent commits, the nightly lifecycle
-step (supersession across runs, retention and withdrawal purges) and erasure.
+"""Memories in the warehouse: the SQL macros, consent commits, the nightly
+lifecycle step (supersession across runs, retention and withdrawal purges) and
+erasure.
 
-Query: ``memories(wh, tenant_id, subject_id, purpose, at=None)`` (also
-``Warehouse.memories``) runs the SQL macro ``memories_served``
-(``warehouse/sql/memory.sql``), so analysts get exactly the same answer in SQL.
-It returns ``facts`` (texts of user statements and system records),
-``hypotheses`` (model inferences) and ``conflicts`` (facts that disagree and that
-no rule decides), plus every served item with its provenance. Checks, all at
-query time (a withdrawal or an expiry shows on the next query, no rebuild):
-tenant and subject, purpose, not expired, accepted source with known
-provenance, valid at ``at``, a live basis now. Lookups on a current warehouse
-are served from a read-optimised replica of ``memories`` and ``consent``
-(``warehouse.memory_serving``: same rules, <1 ms instead of ~60-130 ms);
-``lake=True`` and time travel run the macro on the lake.
+The query side moved to ``serving.memories`` (``ctxledger.Context.memories``):
+it runs the SQL macro ``memories_served`` (``warehouse/sql/memory.sql``,
+installed here by ``install_macros``), so analysts get exactly the same answer
+in SQL, or reads the replica ``warehouse.memory_serving`` builds.
 
 Erasure: ``erase_subject`` deletes the subject's memories, rejections and
 consent events and every row derived from the subject's sessions, then
@@ -52,29 +45,8 @@ from ctxledger.warehouse.catalog import LAKE_ALIAS, Warehouse, connect
 SQL_FILE = Path(__file__).resolve().parent / "sql" / "memory.sql"
 _INSTALLED = "_ctxledger_memory_macros"
 
-#: The memory columns a lookup returns, in ``ServedMemory`` order (the lake
-#: path and the serving replica both read these).
-MEMORY_COLUMNS = (
-    "memory_id",
-    "text",
-    "kind",
-    "source",
-    "purpose",
-    "slot",
-    "value",
-    "confidence",
-    "provenance",
-    "basis",
-    "valid_from",
-    "valid_to",
-    "recorded_at",
-    "expires_at",
-    "conflict_with",
-)
-_SERVED_COLUMNS = (*MEMORY_COLUMNS, "served_as")
 
-
-# -- macros and query --------------------------------------------------------------
+# -- macros --------------------------------------------------------------------
 
 
 def macro_statements() -> list[str]:
@@ -108,144 +80,6 @@ def _default_settings() -> MemorySettings:
     from ctxledger.schemas.policy import load_policy
 
     return load_policy(None).memory
-
-
-@dataclass(frozen=True)
-class ServedMemory:
-    """One memory as a context builder gets it."""
-
-    memory_id: str
-    text: str
-    kind: str
-    source: str
-    purpose: str
-    slot: str | None
-    value: str | None
-    confidence: float
-    provenance: dict[str, Any] | None
-    basis: str | None
-    valid_from: datetime
-    valid_to: datetime | None
-    recorded_at: datetime
-    expires_at: datetime
-    conflict_with: str | None
-    served_as: str
-
-
-@dataclass(frozen=True)
-class MemoryView:
-    """What ``memories(...)`` returns: texts by how they may be used, and items."""
-
-    tenant_id: str
-    subject_id: str
-    purpose: str
-    at: datetime | None
-    items: tuple[ServedMemory, ...] = ()
-    #: ``memory_id -> (embed_model, float32 vector)`` of the served items
-    #: whose vector was stored at write time (``MemoryRecord.embedding``):
-    #: ``pack`` embeds only the others (rows of older runs).
-    vectors: dict[str, tuple[str, Any]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-
-    def _texts(self, served_as: str) -> list[str]:
-        return [m.text for m in self.items if m.served_as == served_as]
-
-    @property
-    def facts(self) -> list[str]:
-        """Texts to use as facts (accepted fact sources, no open conflict)."""
-        return self._texts("fact")
-
-    @property
-    def hypotheses(self) -> list[str]:
-        """Texts to use only as hypotheses (model inferences)."""
-        return self._texts("hypothesis")
-
-    @property
-    def conflicts(self) -> list[str]:
-        """Facts that disagree with another fact; to be confirmed, not used."""
-        return self._texts("conflict")
-
-    def items_as(self, served_as: str) -> list[ServedMemory]:
-        return [m for m in self.items if m.served_as == served_as]
-
-
-def memories(
-    wh: Warehouse,
-    tenant_id: str,
-    subject_id: str,
-    purpose: str,
-    at: datetime | None = None,
-    *,
-    settings: MemorySettings | None = None,
-    lake: bool = False,
-) -> MemoryView:
-    """Memories of one subject a context builder may use for ``purpose``.
-
-    Served from the read-optimised replica (``warehouse.memory_serving``, same
-    rules, refreshed when the lake's snapshot moves) unless ``lake`` is set or
-    the warehouse is pinned to a snapshot: then the ``memories_served`` macro
-    runs on the lake itself.
-    """
-    settings = settings or _default_settings()
-    if not lake and wh.snapshot is None:
-        from ctxledger.warehouse.memory_serving import serving_store
-
-        return serving_store(wh).memories(
-            tenant_id, subject_id, purpose, at, settings=settings
-        )
-    if at is not None and at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    install_macros(wh)
-    columns = ", ".join(_SERVED_COLUMNS)
-    con = wh.connection()
-    threads = int(con.execute("SELECT current_setting('threads')").fetchone()[0])
-    # A point lookup gains nothing from parallel scans; one thread halves its
-    # latency on a small machine.
-    con.execute("SET threads = 1")
-    try:
-        rows = con.execute(
-            f"SELECT {columns} FROM memories_served(?, ?, ?, "
-            "at_time := ?::TIMESTAMPTZ, fact_sources := ?::VARCHAR[], "
-            "hypothesis_sources := ?::VARCHAR[]) "
-            "ORDER BY valid_from, memory_id",
-            [
-                tenant_id,
-                subject_id,
-                purpose,
-                at,
-                list(settings.fact_sources),
-                list(settings.hypothesis_sources),
-            ],
-        ).fetchall()
-    finally:
-        con.execute(f"SET threads = {threads}")
-    items = tuple(ServedMemory(*row) for row in rows)
-    vectors = stored_vectors(wh, tenant_id, subject_id, [m.memory_id for m in items])
-    return MemoryView(tenant_id, subject_id, purpose, at, items, vectors)
-
-
-def stored_vectors(
-    wh: Warehouse, tenant_id: str, subject_id: str, memory_ids: Sequence[str]
-) -> dict[str, tuple[str, Any]]:
-    """``memory_id -> (embed_model, vector)`` of those memories that have a
-    stored vector (none in a lake written before vectors were stored)."""
-    if not memory_ids or "embedding" not in _columns(wh).get("memories", set()):
-        return {}
-    import numpy as np
-
-    rows = wh.query(
-        "SELECT memory_id, embed_model, embedding FROM memories "
-        "WHERE tenant_id = ? AND subject_id = ? AND embedding IS NOT NULL "
-        "AND list_contains(?::VARCHAR[], memory_id)",
-        [tenant_id, subject_id, list(memory_ids)],
-    ).fetchall()
-    # rounded through float16 like the serving replica stores them, so the lake
-    # and the replica value a memory the same
-    return {
-        m: (model, np.asarray(v, dtype=np.float16).astype(np.float32))
-        for m, model, v in rows
-    }
 
 
 # -- reads the pipeline needs ------------------------------------------------------

@@ -1,9 +1,11 @@
-"""A read-optimised serving replica of ``memories`` and ``consent`` for lookups.
+"""A read-optimised serving replica of ``memories`` and ``consent`` for lookups:
+its format, building and refreshing (the write side). Reading it, with the
+serving rules, is ``serving.memories`` (``MemoryStore``, a ``ReplicaSet``).
 
 Why: a memory lookup on the lake is two DuckLake scans (the subject's memories
 and consent events), and each pays DuckLake's fixed cost (catalog queries,
 planning, Parquet footers): 96 ms p50 at 1M memories, 132 ms at 10M on the
-2-core test machine, against a goal of 5 ms. So the query API reads a copy of
+2-core test machine, against a goal of 5 ms. So the read path reads a copy of
 the two tables laid out for point reads:
 
     <warehouse>/serving/memories.bin   one record per memory
@@ -30,8 +32,9 @@ Correctness rules:
 
 * Nothing time-dependent is precomputed: expiry, validity at ``at`` and the live
   basis are evaluated at query time from the replica's columns
-  (``serve_rows``/``live_basis``, the same rules as the ``memories_served`` SQL
-  macro; a property test keeps the two equal). Time passing needs no rebuild.
+  (``serving.memories.serve_rows``/``live_basis``, the same rules as the
+  ``memories_served`` SQL macro; a property test keeps the two equal). Time
+  passing needs no rebuild.
 * Before each lookup the store checks whether the lake's snapshot moved: for a
   local catalog file, a ``stat`` of the file and its WAL (every DuckLake commit
   writes one of them; ~10 us); otherwise, or when they changed, it reads the
@@ -65,11 +68,10 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -77,13 +79,26 @@ import pyarrow as pa
 
 from ctxledger.schemas.evidence import EMBEDDING_DIM
 from ctxledger.warehouse.catalog import LAKE_ALIAS, Warehouse
-from ctxledger.warehouse.memory_api import (
-    MEMORY_COLUMNS,
-    MemoryView,
-    ServedMemory,
-    _default_settings,
+
+#: The memory columns a lookup returns, in ``ServedMemory`` order (the lake
+#: path and the serving replica both read these).
+MEMORY_COLUMNS = (
+    "memory_id",
+    "text",
+    "kind",
+    "source",
+    "purpose",
+    "slot",
+    "value",
+    "confidence",
+    "provenance",
+    "basis",
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+    "expires_at",
+    "conflict_with",
 )
-from ctxledger.warehouse.memory_api import memories as lake_memories
 
 SERVING_DIR = "serving"
 REPLICA_TABLES = ("memories", "consent")
@@ -95,7 +110,6 @@ MAGIC = b"CTXLEDGER-REPLICA\n"
 HEADER_BYTES = 4096
 #: Rows per record batch while a file is written.
 BUILD_BATCH = 262_144
-_STORE_ATTR = "_memory_store"
 _PROBE_ATTR = "_snapshot_probe"
 
 #: Change kinds that leave a table's rows as they were (files rewritten only).
@@ -127,7 +141,6 @@ _EXCLUDED = {
     "memories": "",
     "consent": " AND NOT (event = 'grant' AND coalesce(source, '') = 'unknown')",
 }
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def file_signature(paths: Iterable[Path]) -> tuple:
@@ -165,134 +178,6 @@ def _payload_sql(columns: Sequence[str], times: set[str]) -> str:
 
 
 _KEY_PROBE = ("tenant", "subject", "purpose")
-
-
-# -- the serving rules (pure; the same as the memories_served macro) -------------
-
-
-@dataclass(frozen=True)
-class ConsentRow:
-    """The columns of a consent row the live-basis rule reads."""
-
-    event: str | None
-    purpose: str | None
-    basis: str | None
-    effective_at: datetime | None
-    expires_at: datetime | None
-
-
-def _le(a: datetime | None, b: datetime | None) -> bool:
-    """SQL ``a <= b``: a NULL operand is not true."""
-    return a is not None and b is not None and a <= b
-
-
-def _gt(a: datetime | None, b: datetime | None) -> bool:
-    """SQL ``a > b``: a NULL operand is not true."""
-    return a is not None and b is not None and a > b
-
-
-def live_basis(events: Iterable[ConsentRow], purpose: str, t: datetime) -> bool:
-    """Whether a legal basis for ``purpose`` is live at ``t``: a grant for the
-    purpose took effect at or before ``t``, has not ended by itself, and no
-    withdrawal of the purpose (or ``*``) with the same basis (or any) happened
-    between the grant and ``t``. ``events``: one subject's consent rows (other
-    purposes are ignored), as ``memories_served`` reads them."""
-    events = [e for e in events if e.purpose == purpose or e.purpose == "*"]
-    for g in events:
-        if g.event != "grant" or g.purpose != purpose or not _le(g.effective_at, t):
-            continue
-        if g.expires_at is not None and not _gt(g.expires_at, t):
-            continue
-        withdrawn = any(
-            w.event == "withdraw"
-            and (w.basis is None or (g.basis is not None and w.basis == g.basis))
-            and _le(g.effective_at, w.effective_at)
-            and _le(w.effective_at, t)
-            for w in events
-        )
-        if not withdrawn:
-            return True
-    return False
-
-
-def serve_rows(
-    rows: Iterable[Sequence[Any]],
-    events: Iterable[ConsentRow],
-    purpose: str,
-    at: datetime | None,
-    now: datetime,
-    fact_sources: Sequence[str],
-    hypothesis_sources: Sequence[str],
-) -> list[tuple[Any, ...]]:
-    """The served rows (``MEMORY_COLUMNS`` + ``served_as``) of one subject's
-    memories for ``purpose``, ordered by (valid_from, memory_id).
-
-    Validity is checked at ``at`` (default now), expiry and the live basis at
-    the later of ``at`` and now, exactly as ``memories_served`` does.
-    """
-    t_valid = at if at is not None else now
-    t_serve = max(t_valid, now)
-    rows = [r for r in rows if r[4] == purpose]
-    if not rows or not live_basis(events, purpose, t_serve):
-        return []
-    facts, hypotheses = set(fact_sources), set(hypothesis_sources)
-    out = []
-    for row in rows:
-        (_, _, _, source, _, _, _, _, prov, _, valid_from, valid_to, _, expires_at,
-         conflict_with) = row  # fmt: skip
-        hypothesis = source in hypotheses
-        if not (hypothesis or source in facts):
-            continue
-        if prov is None or (
-            prov.get("message_id") is None and prov.get("input_ref") is None
-        ):
-            continue
-        if not _le(valid_from, t_valid):
-            continue
-        if valid_to is not None and not _gt(valid_to, t_valid):
-            continue
-        if not _gt(expires_at, t_serve):
-            continue
-        served_as = (
-            "hypothesis"
-            if hypothesis
-            else "conflict"
-            if conflict_with is not None
-            else "fact"
-        )
-        out.append((*row, served_as))
-    out.sort(key=lambda r: (r[10], r[0] is None, r[0] or ""))
-    return out
-
-
-def _time(us: int | None) -> datetime | None:
-    return None if us is None else _EPOCH + timedelta(microseconds=us)
-
-
-_TIME_AT = tuple(i for i, name in enumerate(MEMORY_COLUMNS) if name in _TIMES)
-
-
-def decode_memory(payload: str | bytes) -> tuple[str, str, tuple[Any, ...]]:
-    """(tenant_id, subject_id, row in ``MEMORY_COLUMNS`` order) of a payload."""
-    values = json.loads(payload)
-    if len(values) != len(_MEMORY_PAYLOAD):
-        raise ValueError("memory payload does not match this replica format")
-    row = values[2:]
-    for i in _TIME_AT:
-        row[i] = _time(row[i])
-    return values[0], values[1], tuple(row)
-
-
-def decode_consent(payload: str | bytes) -> tuple[str, str, ConsentRow]:
-    """(tenant_id, subject_id, event) of a consent payload."""
-    tenant, subject, event, purpose, basis, effective_at, expires_at = json.loads(
-        payload
-    )
-    return (
-        tenant,
-        subject,
-        ConsentRow(event, purpose, basis, _time(effective_at), _time(expires_at)),
-    )
 
 
 # -- building replica files --------------------------------------------------------
@@ -704,34 +589,24 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
         return None
 
 
-class MemoryStore:
-    """A long-lived memory reader for context-builder code.
+class ReplicaSet:
+    """The replica files of one warehouse, memory-mapped and kept at the lake's
+    snapshot: the write side (``refresh_serving`` after a commit) and the base
+    of the read side's ``serving.memories.MemoryStore``.
 
-    Keeps the replica files memory-mapped and the warehouse open for the
-    freshness check, so a lookup pays no connection or attach cost: a ``stat``
-    of the catalog (has anything been committed?) and two binary searches.
-    ``Warehouse.memories`` uses the store cached on the warehouse; open one
-    directly to keep it across requests::
-
-        with MemoryStore.open("warehouse") as store:
-            store.memories("acme", "u-1", "support").facts
-
-    Safe to share between threads (refreshes take a lock; lookups read
-    immutable mapped files).
+    ``ensure_current`` is the freshness check, cheap when nothing moved: a
+    ``stat`` of the catalog (has anything been committed?), else the catalog's
+    snapshot id and its change log; ``refresh`` re-attaches a file another
+    writer renewed and rebuilds a stale one. Refreshes take a lock.
     """
 
     def __init__(
         self,
         wh: Warehouse,
         *,
-        settings: Any = None,
         owns: bool = False,
-        clock: Callable[[], datetime] | None = None,
     ):
         self.wh = wh
-        self.settings = settings
-        #: "Now" for expiry and the live basis (tests move it; default: the time).
-        self.clock = clock or (lambda: datetime.now(UTC))
         self._owns = owns
         self._replicas: dict[str, Replica] = {}
         self._checked: int | None = None
@@ -750,19 +625,6 @@ class MemoryStore:
         self.refreshes = 0
         self.rebuilds = 0
 
-    @classmethod
-    def open(
-        cls, root: str | Path, *, settings: Any = None, **kwargs: Any
-    ) -> MemoryStore:
-        """Open the warehouse at ``root`` and a store that owns it."""
-        return cls(Warehouse.open(root, **kwargs), settings=settings, owns=True)
-
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def close(self) -> None:
         """Unmap the replica files (and close the warehouse, if this store owns
         it)."""
@@ -772,63 +634,6 @@ class MemoryStore:
             self._checked = self._signature = None
             if self._owns:
                 self.wh.close()
-
-    # -- lookups ------------------------------------------------------------------
-    def memories(
-        self,
-        tenant_id: str,
-        subject_id: str,
-        purpose: str,
-        at: datetime | None = None,
-        *,
-        settings: Any = None,
-    ):
-        """``warehouse.memory_api.memories`` served from the replica."""
-        settings = settings or self.settings or _default_settings()
-        if at is not None and at.tzinfo is None:
-            at = at.replace(tzinfo=UTC)
-        with self._lock:
-            # Time travel (what was known then) reads the lake, and so does a
-            # warehouse whose replica cannot be written (read-only folder).
-            if self.wh.snapshot is not None or not self.ensure_current():
-                return lake_memories(
-                    self.wh, tenant_id, subject_id, purpose, at, settings=settings,
-                    lake=True,
-                )  # fmt: skip
-            consent = self._replicas["consent"]
-            stored = self._replicas["memories"]
-        # Ids are compared too: a key collision cannot serve another subject.
-        rows = []
-        vectors: dict[str, tuple[str, np.ndarray]] = {}
-        key = replica_key(tenant_id, subject_id, purpose)
-        lo, _ = stored.span(key)
-        for index, payload in enumerate(stored.payloads(key), lo):
-            tenant, subject, row = decode_memory(payload)
-            if tenant == tenant_id and subject == subject_id:
-                rows.append(row)
-                vector = stored.vector(index)
-                if vector is not None:
-                    vectors[row[0]] = (stored.embed_model, vector)
-        events = []
-        if rows:
-            for payload in consent.payloads(replica_key(tenant_id, subject_id)):
-                tenant, subject, event = decode_consent(payload)
-                if tenant == tenant_id and subject == subject_id:
-                    events.append(event)
-        served = serve_rows(
-            rows,
-            events,
-            purpose,
-            at,
-            self.clock(),
-            settings.fact_sources,
-            settings.hypothesis_sources,
-        )
-        items = tuple(ServedMemory(*row) for row in served)
-        vectors = {
-            m.memory_id: vectors[m.memory_id] for m in items if m.memory_id in vectors
-        }
-        return MemoryView(tenant_id, subject_id, purpose, at, items, vectors)
 
     # -- freshness ----------------------------------------------------------------
     @property
@@ -928,22 +733,6 @@ class MemoryStore:
         return replica
 
 
-def serving_store(wh: Warehouse) -> MemoryStore:
-    """The store cached on ``wh`` (created on first use; closed with ``wh``)."""
-    store = getattr(wh, _STORE_ATTR, None)
-    if store is None:
-        store = MemoryStore(wh)
-        setattr(wh, _STORE_ATTR, store)
-    return store
-
-
-def close_store(wh: Warehouse) -> None:
-    """Close the store cached on ``wh``, if any (``Warehouse.close`` calls it)."""
-    store = wh.__dict__.pop(_STORE_ATTR, None)
-    if store is not None:
-        store.close()
-
-
 def refresh_serving(
     root: str | Path,
     *,
@@ -964,7 +753,7 @@ def refresh_serving(
     with Warehouse.open(root, catalog=catalog, data_path=data_path) as wh:
         if not set(REPLICA_TABLES) <= wh.existing_tables():
             return None
-        store = MemoryStore(wh)
+        store = ReplicaSet(wh)
         try:
             return store.refresh(rebuild=rebuild)
         finally:

@@ -26,8 +26,9 @@ import yaml
 from ctxledger.jobs.nightly import run_nightly
 from ctxledger.schemas.memory import ConsentRecord
 from ctxledger.schemas.policy import load_policy
+from ctxledger.serving.memories import memories
 from ctxledger.warehouse import Warehouse
-from ctxledger.warehouse.memory_api import erase_subject, memories, record_consent
+from ctxledger.warehouse.memory_api import erase_subject, record_consent
 
 pytestmark = pytest.mark.slow
 
@@ -146,7 +147,7 @@ def test_nightly_2_a_consent_file_alone_readmits_with_provenance(lake):
     assert second.files_new == 0 and second.memory_inputs_new == 2
     assert json.loads(second.manifest.retention)["memories_readmitted"] == 2
     with Warehouse.open(warehouse) as wh:
-        view = wh.memories("acme", "ana", "support")
+        view = memories(wh, "acme", "ana", "support")
         lake_view = memories(wh, "acme", "ana", "support", lake=True)
         rows = wh.query(
             "SELECT m.text, m.source, m.valid_from, m.created_at, m.run_id, "
@@ -208,12 +209,12 @@ def test_a_grant_with_nothing_new_readmits_in_the_retention_run(lake):
     )
     with Warehouse.open(warehouse) as wh:
         assert record_consent(wh, [event]) == 1
-        assert wh.memories("acme", "bo", "support").facts == []
+        assert memories(wh, "acme", "bo", "support").facts == []
     third = run_nightly(base / "landing", warehouse, policy_file=policy)
     assert third.manifest is None  # nothing new: a retention run
     assert third.retention.memories_readmitted == 1
     with Warehouse.open(warehouse) as wh:
-        assert wh.memories("acme", "bo", "support").facts == SAID["bo"]
+        assert memories(wh, "acme", "bo", "support").facts == SAID["bo"]
         (run,) = wh.query(
             "SELECT r.job FROM memories m JOIN runs r USING (run_id) "
             "WHERE m.subject_id = 'bo'"

@@ -21,6 +21,8 @@ from ctxledger.jobs.embed import run_embed
 from ctxledger.jobs.nightly import run_nightly
 from ctxledger.schemas.evidence import PackRequest
 from ctxledger.schemas.policy import DEFAULT_POLICY_PATH, load_policy
+from ctxledger.serving.evidence_pack import pack
+from ctxledger.serving.evidence_search import search_evidence
 from ctxledger.warehouse import Warehouse
 from ctxledger.warehouse.evidence_api import embedder, install_macros
 
@@ -109,8 +111,8 @@ def test_deferred_nightly_then_embed(tmp_path):
     assert before and not any(has for _t, has in before.values())
     assert _memory_vectors(path) == [(STATED, None, None)]  # deferred: none yet
     with Warehouse.open(path) as wh:
-        hits = wh.search_evidence(
-            "acme", ["*"], query, query_embedding=vector, policy=policy
+        hits = search_evidence(
+            wh, "acme", ["*"], query, query_embedding=vector, policy=policy
         )
         snapshot = wh.current_snapshot()
     assert hits and {h.ranked_by for h in hits} == {"bm25"}
@@ -120,7 +122,8 @@ def test_deferred_nightly_then_embed(tmp_path):
     # pack embeds the pending chunks it considers, so they are not dropped as
     # irrelevant before ``ctxledger embed`` ran
     with Warehouse.open(path) as wh:
-        manifest = wh.pack(
+        manifest = pack(
+            wh,
             PackRequest(
                 tenant_id="acme",
                 principal_groups=["*"],
@@ -152,8 +155,8 @@ def test_deferred_nightly_then_embed(tmp_path):
             "SELECT embedding FROM evidence_chunks WHERE text LIKE '%signing key%'"
         ).fetchone()[0]
         assert np.linalg.norm(stored) == pytest.approx(1.0, abs=1e-3)
-        hits = wh.search_evidence(
-            "acme", ["*"], query, query_embedding=vector, policy=policy
+        hits = search_evidence(
+            wh, "acme", ["*"], query, query_embedding=vector, policy=policy
         )
     assert {h.ranked_by for h in hits} == {"hybrid"}
     assert hits[0].cosine is not None and "signing key" in hits[0].text

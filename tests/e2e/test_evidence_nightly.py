@@ -26,9 +26,10 @@ from ctxledger.pipelines.evidence.envelope import unwrap
 from ctxledger.pipelines.ingest.tokens import count_tokens
 from ctxledger.schemas.evidence import PackRequest
 from ctxledger.schemas.policy import DEFAULT_POLICY_PATH, load_policy
+from ctxledger.serving.evidence_pack import PackError, pack
+from ctxledger.serving.evidence_search import load_index, search_evidence
 from ctxledger.warehouse import Warehouse
-from ctxledger.warehouse.evidence_api import install_macros, load_index
-from ctxledger.warehouse.evidence_pack import PackError
+from ctxledger.warehouse.evidence_api import install_macros
 
 pytestmark = pytest.mark.slow
 
@@ -334,8 +335,8 @@ def test_versions_close_their_predecessors_and_stay_queryable(lake, wh):
 
 def test_as_of_returns_the_version_effective_then(lake, wh):
     def versions(as_of):
-        hits = wh.search_evidence(
-            "acme", ["nobody"], "pods pending kubelet capacity", k=10,
+        hits = search_evidence(
+            wh, "acme", ["nobody"], "pods pending kubelet capacity", k=10,
             as_of=as_of, policy=lake.policy,
         )  # fmt: skip
         return {h.doc_version for h in hits if h.doc_id == "KubeletTooManyPods"}
@@ -345,20 +346,20 @@ def test_as_of_returns_the_version_effective_then(lake, wh):
     assert versions(datetime(2023, 1, 1, tzinfo=UTC)) == {"v04"}
     assert versions(None) == {"v05"}
     assert versions(datetime(2021, 1, 1, tzinfo=UTC)) == set()  # before v01
-    billing = wh.search_evidence(
-        "acme", ["billing"], "info inhibitor alert", k=10, policy=lake.policy
+    billing = search_evidence(
+        wh, "acme", ["billing"], "info inhibitor alert", k=10, policy=lake.policy
     )
     assert "info-billing" not in {h.doc_id for h in billing}  # deleted since
-    before = wh.search_evidence(
-        "acme", ["billing"], "info inhibitor alert", k=10,
+    before = search_evidence(
+        wh, "acme", ["billing"], "info inhibitor alert", k=10,
         as_of=datetime(2024, 1, 1, tzinfo=UTC), policy=lake.policy,
     )  # fmt: skip
     assert "info-billing" in {h.doc_id for h in before}
 
 
 def test_hits_carry_source_version_span_and_scores(lake, wh):
-    (hit,) = wh.search_evidence(
-        "acme", ["sre"], "pods stay pending on the node", k=1, policy=lake.policy
+    (hit,) = search_evidence(
+        wh, "acme", ["sre"], "pods stay pending on the node", k=1, policy=lake.policy
     )
     text = wh.query(
         "SELECT text FROM documents WHERE doc_version_id = ?", [hit.doc_version_id]
@@ -371,7 +372,7 @@ def test_hits_carry_source_version_span_and_scores(lake, wh):
 def test_sql_macros_rank_like_the_api(lake, wh):
     install_macros(wh.connection(), lake.policy)
     query = "pods pending kubelet capacity"
-    api = wh.search_evidence("acme", ["sre"], query, k=5, policy=lake.policy)
+    api = search_evidence(wh, "acme", ["sre"], query, k=5, policy=lake.policy)
     sql = wh.query(
         "SELECT chunk_id, bm25_rank, cosine_rank FROM "
         "evidence_search('acme', ['sre'], ?, k := 5)",
@@ -433,8 +434,8 @@ def test_scope_holds_over_10000_randomized_queries(lake, wh):
         seen_foreign += tenant == "nobody"
     assert seen_foreign > 0
     # the public API goes through the same index
-    hits = wh.search_evidence(
-        "initech", ["sre"], "inhibitor", k=10, query_embedding=vector,
+    hits = search_evidence(
+        wh, "initech", ["sre"], "inhibitor", k=10, query_embedding=vector,
         policy=lake.policy,
     )  # fmt: skip
     assert hits == []
@@ -446,7 +447,9 @@ def test_tool_outputs_are_served_to_their_own_subject_only(lake, wh):
     query = "order 7731 shipped parcelco"
 
     def owners(groups, **kw):
-        hits = wh.search_evidence("acme", groups, query, k=50, policy=lake.policy, **kw)
+        hits = search_evidence(
+            wh, "acme", groups, query, k=50, policy=lake.policy, **kw
+        )
         return {h.subject_id for h in hits if h.kind == "tool_artifact"}
 
     assert owners(["sre"]) == set()  # no subject: documents only
@@ -475,15 +478,15 @@ def test_tool_outputs_are_served_to_their_own_subject_only(lake, wh):
             query=query, window_tokens=8000, include_memories=False, now=NOW, **kw,
         )  # fmt: skip
 
-    own = wh.pack(request("cust-2"), policy=lake.policy)
+    own = pack(wh, request("cust-2"), policy=lake.policy)
     items = [*own.selected, *(d.item for d in own.dropped)]
     (order,) = [i for i in items if i.kind == "tool_artifact"]
     assert "7731" in unwrap(order.content)["text"]
     assert not own.notes
-    anonymous = wh.pack(request(None), policy=lake.policy)
+    anonymous = pack(wh, request(None), policy=lake.policy)
     assert "tool artifacts skipped: the request names no subject" in anonymous.notes
     assert all(i.kind != "tool_artifact" for i in anonymous.selected)
-    other = wh.pack(request("cust-1"), policy=lake.policy)
+    other = pack(wh, request("cust-1"), policy=lake.policy)
     listed = [*other.selected, *(d.item for d in other.dropped)]
     assert listed and order.item_id not in {i.item_id for i in listed}
     assert not any("7731" in unwrap(i.content)["text"] for i in listed)
@@ -491,7 +494,7 @@ def test_tool_outputs_are_served_to_their_own_subject_only(lake, wh):
     errors = []
     for item_id in (order.item_id, "chk_does_not_exist"):
         with pytest.raises(PackError) as raised:
-            wh.pack(request("cust-1", mandatory=[item_id]), policy=lake.policy)
+            pack(wh, request("cust-1", mandatory=[item_id]), policy=lake.policy)
         errors.append(str(raised.value).replace(item_id, "<id>"))
     assert errors[0] == errors[1]
 
@@ -500,8 +503,8 @@ def test_search_finds_the_error_line_of_a_windowed_tool_output(lake, wh):
     """Only head, error and tail windows of the long kubelet log are embedded,
     yet the failure in its middle is found, by its own subject, as an exact
     span of the stored output, after a visible elision marker."""
-    hits = wh.search_evidence(
-        "acme", ["sre"], "OutOfpods quota exhausted admit pod",
+    hits = search_evidence(
+        wh, "acme", ["sre"], "OutOfpods quota exhausted admit pod",
         k=5, subject_id="cust-1", policy=lake.policy,
     )  # fmt: skip
     (hit,) = [h for h in hits if h.kind == "tool_artifact"][:1]
@@ -518,8 +521,8 @@ def test_search_finds_the_error_line_of_a_windowed_tool_output(lake, wh):
 
 def test_nul_in_a_query_is_text(lake, wh):
     # NUL separates words like a space (the embedding may differ, BM25 not)
-    plain = wh.search_evidence("acme", ["sre"], "pods pending", policy=lake.policy)
-    nul = wh.search_evidence("acme", ["sre"], "pods\x00pending", policy=lake.policy)
+    plain = search_evidence(wh, "acme", ["sre"], "pods pending", policy=lake.policy)
+    nul = search_evidence(wh, "acme", ["sre"], "pods\x00pending", policy=lake.policy)
     bm25 = {h.chunk_id: h.bm25 for h in plain if h.bm25 is not None}
     assert (
         bm25
@@ -530,7 +533,8 @@ def test_nul_in_a_query_is_text(lake, wh):
     sql = "SELECT chunk_id, bm25 FROM evidence_bm25('acme', ['sre'], ?)"
     rows = wh.query(sql, ["pods\x00pending"]).fetchall()
     assert rows and rows == wh.query(sql, ["pods pending"]).fetchall()
-    manifest = wh.pack(
+    manifest = pack(
+        wh,
         _seed_request(query="refund\x00policy", include_memories=False),
         policy=lake.policy,
     )
@@ -552,7 +556,7 @@ def _seed_request(**overrides):
 
 
 def test_seed_article_pack_example(lake, wh):
-    manifest = wh.pack(_seed_request(), policy=lake.policy)
+    manifest = pack(wh, _seed_request(), policy=lake.policy)
     selected = {i.doc_id: i for i in manifest.selected}
     assert set(selected) == {"refund-policy-v3", "forum-post"}
     assert selected["refund-policy-v3"].token_count == 900
@@ -581,20 +585,21 @@ def test_seed_article_pack_example(lake, wh):
 
 
 def test_pack_honours_mandatory_items_or_fails(lake, wh):
-    first = wh.pack(_seed_request(), policy=lake.policy)
+    first = pack(wh, _seed_request(), policy=lake.policy)
     v2_id = first.dropped[0].item.item_id
-    forced = wh.pack(_seed_request(mandatory=[v2_id]), policy=lake.policy)
+    forced = pack(wh, _seed_request(mandatory=[v2_id]), policy=lake.policy)
     assert forced.selected[0].item_id == v2_id and forced.selected[0].mandatory
     with pytest.raises(PackError, match="budget"):
-        wh.pack(
-            _seed_request(mandatory=[v2_id], window_tokens=2800), policy=lake.policy
+        pack(
+            wh, _seed_request(mandatory=[v2_id], window_tokens=2800), policy=lake.policy
         )
     with pytest.raises(PackError):
-        wh.pack(_seed_request(mandatory=["chk_does_not_exist"]), policy=lake.policy)
+        pack(wh, _seed_request(mandatory=["chk_does_not_exist"]), policy=lake.policy)
 
 
 def test_pack_joins_neighbours_and_lists_the_superseded_version(lake, wh):
-    manifest = wh.pack(
+    manifest = pack(
+        wh,
         PackRequest(
             tenant_id="acme",
             principal_groups=["sre"],
@@ -623,7 +628,8 @@ def test_pack_joins_neighbours_and_lists_the_superseded_version(lake, wh):
 
 
 def test_injected_instruction_comes_back_as_untrusted_data(lake, wh):
-    manifest = wh.pack(
+    manifest = pack(
+        wh,
         PackRequest(
             tenant_id="acme",
             principal_groups=["sre"],
@@ -646,7 +652,7 @@ def test_injected_instruction_comes_back_as_untrusted_data(lake, wh):
 
 
 class _View:
-    """The shape ``Warehouse.memories`` returns (``items_as``); its content is
+    """The shape ``serving.memories.memories`` returns (``items_as``); its content is
     the memory stage's business and is tested there."""
 
     def __init__(self, items):
@@ -656,7 +662,7 @@ class _View:
         return [m for m in self.items if m.served_as == served_as]
 
 
-def test_pack_weighs_memories_as_facts_and_hypotheses(lake, wh, monkeypatch):
+def test_pack_weighs_memories_as_facts_and_hypotheses(lake, wh):
     asked = []
     memory = SimpleNamespace(
         memory_id="mem_fact",
@@ -679,9 +685,11 @@ def test_pack_weighs_memories_as_facts_and_hypotheses(lake, wh, monkeypatch):
         asked.append((tenant_id, subject_id, purpose, at))
         return _View([memory, guess])
 
-    monkeypatch.setattr(wh, "memories", memories)
-    manifest = wh.pack(
-        _seed_request(subject_id="cust-1", purpose="billing"), policy=lake.policy
+    manifest = pack(
+        wh,
+        _seed_request(subject_id="cust-1", purpose="billing"),
+        policy=lake.policy,
+        memories=memories,
     )
     assert asked == [("shop", "cust-1", "billing", None)]
     items = {i.item_id: i for i in manifest.selected}

@@ -19,6 +19,7 @@ from ctxledger.pipelines.memory.extract import memory_id_for
 from ctxledger.schemas.arrow import to_table
 from ctxledger.schemas.memory import ConsentRecord, MemoryRecord, Provenance
 from ctxledger.schemas.policy import load_policy
+from ctxledger.serving.memories import memories
 from ctxledger.warehouse import Warehouse
 from ctxledger.warehouse.memory_api import maintain, record_consent
 
@@ -114,7 +115,7 @@ def seeded(tmp_path):
 
 
 def test_seed_example_gives_one_fact_and_one_hypothesis(seeded):
-    view = seeded.memories("acme", "u1", "support")
+    view = memories(seeded, "acme", "u1", "support")
     assert view.facts == ["Key created 3 days ago"]
     assert view.hypotheses == ["Prefers short answers"]
     assert view.conflicts == []
@@ -123,12 +124,12 @@ def test_seed_example_gives_one_fact_and_one_hypothesis(seeded):
 
 
 def test_each_of_the_four_checks_on_its_own(seeded):
-    assert seeded.memories("acme", "u2", "support").facts == ["Key created yesterday"]
-    assert seeded.memories("acme", "u1", "billing").facts == [
+    assert memories(seeded, "acme", "u2", "support").facts == ["Key created yesterday"]
+    assert memories(seeded, "acme", "u1", "billing").facts == [
         "Billing card ends in 4242"
     ]
-    assert seeded.memories("globex", "u1", "support").items == ()
-    texts = {m.text for m in seeded.memories("acme", "u1", "support").items}
+    assert memories(seeded, "globex", "u1", "support").items == ()
+    texts = {m.text for m in memories(seeded, "acme", "u1", "support").items}
     assert "Plan: Pro" not in texts  # expired
     assert "Prefers dark mode" not in texts  # unknown provenance
 
@@ -187,15 +188,15 @@ def test_sql_file_runs_through_the_sql_command_stdin(seeded, tmp_path):
 
 
 def test_withdrawal_and_expiry_show_on_the_next_query_without_rebuild(seeded):
-    assert seeded.memories("acme", "u1", "support").facts
+    assert memories(seeded, "acme", "u1", "support").facts
     later = NOW + timedelta(days=31)  # past every u1 support memory's expiry
-    assert seeded.memories("acme", "u1", "support", at=later).items == ()
+    assert memories(seeded, "acme", "u1", "support", at=later).items == ()
     record_consent(seeded, [_event("u1", "withdraw", days_ago=0)])
-    assert seeded.memories("acme", "u1", "support").items == ()
-    assert seeded.memories("acme", "u1", "billing").facts  # other purpose untouched
+    assert memories(seeded, "acme", "u1", "support").items == ()
+    assert memories(seeded, "acme", "u1", "billing").facts  # other purpose untouched
     # a new grant makes the (still stored) memories servable again
     record_consent(seeded, [_event("u1", "grant", basis="consent", days_ago=-0.001)])
-    assert seeded.memories("acme", "u1", "support", at=NOW + timedelta(minutes=1))
+    assert memories(seeded, "acme", "u1", "support", at=NOW + timedelta(minutes=1))
 
 
 def _strings(value):
@@ -240,7 +241,7 @@ def test_nightly_lifecycle_supersedes_across_runs_and_purges(tmp_path):
         record_consent(wh, [_event(s, "grant") for s in ("u1", "u3", "u4")])
         _commit(wh, "run2", [new])
         record_consent(wh, [_event("u4", "withdraw", days_ago=1)])
-        assert wh.memories("acme", "u1", "support").facts == [
+        assert memories(wh, "acme", "u1", "support").facts == [
             "my employee number 4417",
             "my employee number changed to 4471",
         ]  # before the lifecycle step: both current
@@ -252,7 +253,7 @@ def test_nightly_lifecycle_supersedes_across_runs_and_purges(tmp_path):
     assert {r.reason for r in result.receipts} == {"retention", "consent_withdrawn"}
     assert result.history is not None and result.history.snapshots_expired
     with Warehouse.open(root) as wh:
-        assert wh.memories("acme", "u1", "support").facts == [
+        assert memories(wh, "acme", "u1", "support").facts == [
             "my employee number changed to 4471"
         ]
         row = wh.query(

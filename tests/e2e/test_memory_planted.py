@@ -21,6 +21,7 @@ from test_memory_serving import replica_texts
 
 from ctxledger.jobs.nightly import run_nightly
 from ctxledger.schemas.memory import ConsentRecord
+from ctxledger.serving.memories import memories
 from ctxledger.warehouse import Warehouse
 from ctxledger.warehouse.memory_api import record_consent
 
@@ -115,7 +116,7 @@ def test_planted_rule_and_fact_come_back_with_provenance(planted):
     warehouse, _, _ = planted
     texts = _texts({2, 19, 30})
     with Warehouse.open(warehouse) as wh:
-        view = wh.memories("acme", "priya", "support")
+        view = memories(wh, "acme", "priya", "support")
         by_text = {m.text: m for m in view.items}
         # turn 19: the confirmed fact; turn 30: the corrected standing rule
         shard = by_text[texts[19]]
@@ -126,8 +127,8 @@ def test_planted_rule_and_fact_come_back_with_provenance(planted):
         assert texts[2] not in view.facts
         # ... but it held between turn 2 and turn 30 (bi-temporal), and it is
         # still stored for audit with its provenance at turn 2.
-        before = wh.memories(
-            "acme", "priya", "support", at=datetime(2026, 3, 14, 10, 20, tzinfo=UTC)
+        before = memories(
+            wh, "acme", "priya", "support", at=datetime(2026, 3, 14, 10, 20, tzinfo=UTC)
         )
         old = {m.text: m for m in before.items}[texts[2]]
         assert old.provenance["turn"] == 2 and old.value == "4417"
@@ -145,7 +146,7 @@ def test_planted_rule_and_fact_come_back_with_provenance(planted):
 def test_no_memory_without_a_live_basis(planted):
     warehouse, _, _ = planted
     with Warehouse.open(warehouse) as wh:
-        assert wh.memories("acme", "kim", "support").items == ()
+        assert memories(wh, "acme", "kim", "support").items == ()
         kim = wh.query(
             "SELECT count(*) FROM memories WHERE subject_id = 'kim'"
         ).fetchone()[0]
@@ -184,9 +185,9 @@ def test_withdrawal_stops_serving_then_the_nightly_purges(planted):
         effective_at=now,
     )
     with Warehouse.open(warehouse) as wh:
-        assert wh.memories("acme", "sam", "support").items
+        assert memories(wh, "acme", "sam", "support").items
         record_consent(wh, [withdraw])
-        assert wh.memories("acme", "sam", "support").items == ()  # no rebuild
+        assert memories(wh, "acme", "sam", "support").items == ()  # no rebuild
     nightly = run_nightly(warehouse.parent / "landing", warehouse, policy_file=policy)
     assert nightly.memory_maintenance.withdrawn == 1
     with Warehouse.open(warehouse) as wh:
@@ -237,8 +238,8 @@ def test_forget_leaves_no_byte_of_the_subjects_memories(planted):
         assert receipt[0] == "request" and receipt[1].startswith("sub_")
         assert receipt[2] > 41 and receipt[3] == 1
         assert set(receipt[4]) >= set(snapshots_before[:-1]) and receipt[5]
-        assert wh.memories("acme", "priya", "support").items == ()
-        assert wh.memories("acme", "lee", "support").facts
+        assert memories(wh, "acme", "priya", "support").items == ()
+        assert memories(wh, "acme", "lee", "support").facts
         for table in ("sessions", "messages", "memories", "consent"):
             assert wh.query(
                 f"SELECT count(*) FROM {table} WHERE "

@@ -17,11 +17,13 @@ from test_memory_api import leaks
 from ctxledger.pipelines.memory.extract import memory_id_for
 from ctxledger.schemas.arrow import to_table
 from ctxledger.schemas.memory import ConsentRecord, MemoryRecord, Provenance
+from ctxledger.serving.context import Context
+from ctxledger.serving.memories import MemoryStore, memories
 from ctxledger.warehouse import Warehouse
-from ctxledger.warehouse.memory_api import erase_subject, memories, record_consent
+from ctxledger.warehouse.memory_api import erase_subject, record_consent
 from ctxledger.warehouse.memory_serving import (
     REPLICA_TABLES,
-    MemoryStore,
+    ReplicaSet,
     changed_tables,
     lake_snapshot,
     read_replica,
@@ -144,16 +146,19 @@ def _random_events(rnd: random.Random, n: int) -> list[ConsentRecord]:
     return out
 
 
-def _compare(wh: Warehouse, rnd: random.Random, queries: int) -> int:
-    """Ask the replica and the lake the same random questions; return how many
-    answers served something (so the comparison is not of empty views only)."""
+def _compare(
+    wh: Warehouse, rnd: random.Random, queries: int, store: MemoryStore
+) -> int:
+    """Ask the replica (through ``store``) and the lake the same random
+    questions; return how many answers served something (so the comparison
+    is not of empty views only)."""
     nonempty = 0
     for _ in range(queries):
         tenant = rnd.choice([*TENANTS, "initech"])
         subject = f"u{rnd.randrange(9)}"
         purpose = rnd.choice(PURPOSES)
         at = rnd.choice([None, None, _day(-50), _day(-10), _day(-1.5), _day(4)])
-        served = memories(wh, tenant, subject, purpose, at)
+        served = memories(wh, tenant, subject, purpose, at, store=store)
         lake = memories(wh, tenant, subject, purpose, at, lake=True)
         assert served.items == lake.items, (tenant, subject, purpose, at)
         nonempty += bool(served.items)
@@ -165,15 +170,16 @@ def test_replica_answers_exactly_as_the_lake_on_random_data(tmp_path):
     with Warehouse.open(tmp_path / "wh", create=True) as wh:
         _commit(wh, "r1", _random_memories(rnd, 120, "r1"))
         record_consent(wh, _random_events(rnd, 60))
-        assert _compare(wh, rnd, 100) > 15
-        store = wh._memory_store
+        store = MemoryStore(wh)
+        assert _compare(wh, rnd, 100, store) > 15
         before = store.rebuilds
         # new memories and new consent events: both tables move
         _commit(wh, "r2", _random_memories(rnd, 40, "r2"))
         record_consent(wh, _random_events(rnd, 20))
-        assert _compare(wh, rnd, 100) > 15
+        assert _compare(wh, rnd, 100, store) > 15
         assert store.rebuilds == before + 2
         assert store.snapshot_id == lake_snapshot(wh)
+        store.close()
     for table in REPLICA_TABLES:
         assert replica_path(tmp_path / "wh", table).is_file()
 
@@ -241,13 +247,53 @@ def test_withdrawal_and_expiry_show_on_the_next_lookup_without_rebuild(tmp_path)
 def test_time_travel_reads_the_lake(tmp_path):
     root = tmp_path / "wh"
     with _seeded(root) as wh:
-        assert wh.memories("acme", "u1", "support").facts
+        assert memories(wh, "acme", "u1", "support").facts
         pinned = lake_snapshot(wh)
         _commit(wh, "r2", [_memory("acme", "u1", "Later statement", days_ago=1)])
-        assert "Later statement" in wh.memories("acme", "u1", "support").facts
+        assert "Later statement" in memories(wh, "acme", "u1", "support").facts
     with Warehouse.open(root, snapshot=pinned) as old:
-        assert "Later statement" not in old.memories("acme", "u1", "support").facts
-        assert not hasattr(old, "_memory_store")
+        store = MemoryStore(old)
+        view = memories(old, "acme", "u1", "support", store=store)
+        assert "Later statement" not in view.facts
+        assert (store.refreshes, store.snapshot_id) == (0, None)  # not asked
+
+
+def test_a_context_owns_a_store_per_snapshot_and_closes_it_with_it(tmp_path):
+    """The replica reader belongs to the ``Context`` (its snapshot's
+    generation), never to a ``Warehouse``, and goes when the snapshot does."""
+    root = tmp_path / "wh"
+    _seeded(root).close()
+    with Context.open(root, poll_s=0, warm=False, blas_threads=None) as ctx:
+        assert ctx.memories("acme", "u1", "support").facts
+        with ctx.reader.generation() as gen:
+            first = gen.state
+            attached = [v for v in vars(gen.wh).values() if isinstance(v, ReplicaSet)]
+        assert isinstance(first, MemoryStore) and first.snapshot_id is not None
+        assert attached == []
+        with Warehouse.open(root) as wh:
+            _commit(wh, "r2", [_memory("acme", "u1", "Later statement", days_ago=1)])
+        assert ctx.refresh()
+        assert "Later statement" in ctx.memories("acme", "u1", "support").facts
+        with ctx.reader.generation() as gen:
+            assert isinstance(gen.state, MemoryStore) and gen.state is not first
+        assert first.snapshot_id is None and first._replicas == {}  # closed
+
+
+def test_a_one_shot_context_reads_the_lake_and_builds_no_replica(tmp_path):
+    """``replica=False`` (the ``memories`` command): the same answer, from the
+    macro on the snapshot, with no private replica built for one lookup."""
+    root = tmp_path / "wh"
+    _seeded(root).close()
+    with Context.open(root, poll_s=0, warm=False, blas_threads=None) as ctx:
+        served = ctx.memories("acme", "u1", "support")
+    with Context.open(
+        root, poll_s=0, warm=False, blas_threads=None, replica=False
+    ) as ctx:
+        view = ctx.memories("acme", "u1", "support")
+        with ctx.reader.generation() as gen:
+            assert gen.state is None
+            assert not serving_dir(gen.wh.root).exists()
+    assert view.facts and view.items == served.items
 
 
 def test_changed_tables_reads_the_change_log_and_distrusts_gaps(tmp_path):
@@ -296,7 +342,7 @@ def test_forget_leaves_no_byte_of_the_subject_in_the_replica(tmp_path):
     with _seeded(root) as wh:
         _commit(wh, "r2", [_memory("acme", "u1", t, days_ago=1) for t in erased])
         _commit(wh, "r3", _random_memories(rnd, 30, "r3"))
-        assert set(erased) <= set(wh.memories("acme", "u1", "support").facts)
+        assert set(erased) <= set(memories(wh, "acme", "u1", "support").facts)
     assert {t for _, t in replica_texts(root, erased + kept)} == set(erased + kept)
     before = {t: replica_path(root, t).stat().st_ino for t in REPLICA_TABLES}
     erase_subject(root, "acme", "u1")
@@ -310,5 +356,5 @@ def test_forget_leaves_no_byte_of_the_subject_in_the_replica(tmp_path):
         "memories.bin",
     ]
     with Warehouse.open(root) as wh:
-        assert wh.memories("acme", "u1", "support").items == ()
-        assert wh.memories("acme", "u2", "support").facts == kept
+        assert memories(wh, "acme", "u1", "support").items == ()
+        assert memories(wh, "acme", "u2", "support").facts == kept

@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 from test_memory_serving import _commit, _event, _memory
 
+import ctxledger.serving.evidence_search as evidence_search
 import ctxledger.warehouse.evidence_api as evidence_api
 from ctxledger.schemas.evidence import PackRequest
 from ctxledger.schemas.policy import load_policy
+from ctxledger.serving.evidence_pack import pack
+from ctxledger.serving.memories import memories
 from ctxledger.warehouse import Warehouse
 from ctxledger.warehouse.memory_api import install_macros as install_memory_macros
-from ctxledger.warehouse.memory_api import memories, record_consent
+from ctxledger.warehouse.memory_api import record_consent
 from ctxledger.warehouse.memory_serving import read_replica, replica_path
 
 MODEL = "all-MiniLM-L6-v2"
@@ -55,7 +58,7 @@ def lake(tmp_path):
 def test_replica_and_lake_serve_the_stored_vectors(lake):
     root, stored, other, legacy = lake
     with Warehouse.open(root) as wh:
-        served = wh.memories("acme", "u1", "support")
+        served = memories(wh, "acme", "u1", "support")
         from_lake = memories(wh, "acme", "u1", "support", lake=True)
     assert {m.memory_id for m in served.items} == {
         stored.memory_id,
@@ -83,10 +86,13 @@ def test_pack_embeds_only_memories_without_a_stored_vector(lake, monkeypatch):
             asked.append(list(texts))
             return np.stack([QUERY if t == "email please" else _unit(3) for t in texts])
 
+    # the query (``embed_query``) and the memories (``_text_vectors``)
+    monkeypatch.setattr(evidence_search, "embedder", lambda settings: Fake())
     monkeypatch.setattr(evidence_api, "embedder", lambda settings: Fake())
     policy = load_policy(None)
     with Warehouse.open(root) as wh:
-        manifest = wh.pack(
+        manifest = pack(
+            wh,
             PackRequest(
                 tenant_id="acme",
                 subject_id="u1",
@@ -115,7 +121,7 @@ def test_a_lake_written_before_vectors_gains_the_columns(tmp_path):
         record_consent(wh, [_event("acme", "u1", "grant")])
         wh.connection().execute("ALTER TABLE memories DROP COLUMN embedding")
         wh.connection().execute("ALTER TABLE memories DROP COLUMN embed_model")
-        view = wh.memories("acme", "u1", "support")  # replica without vectors
+        view = memories(wh, "acme", "u1", "support")  # replica without vectors
         assert view.facts == [legacy.text] and view.vectors == {}
     with Warehouse.open(root, create=True) as wh:
         columns = {
@@ -126,7 +132,7 @@ def test_a_lake_written_before_vectors_gains_the_columns(tmp_path):
         }
         assert {"embedding", "embed_model"} <= columns
         assert wh.query("SELECT embedding FROM memories").fetchall() == [(None,)]
-        view = wh.memories("acme", "u1", "support")
+        view = memories(wh, "acme", "u1", "support")
         assert view.facts == [legacy.text] and view.vectors == {}
 
 

@@ -16,8 +16,8 @@ import pytest
 from test_memory_api import leaks
 
 from ctxledger.jobs.nightly import run_nightly
+from ctxledger.serving.memories import memories
 from ctxledger.warehouse import Warehouse
-from ctxledger.warehouse.memory_api import memories
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
--- Memory query macros: the same checks as Warehouse.memories() (docs/memory.md).
+-- Memory query macros: the same checks as Context.memories() (docs/memory.md).
 -- They read the DuckLake attached as `lake`. Load them on a connection with
 --   duckdb> .read warehouse/sql/memory.sql
 -- or prepend this file to statements piped into `ctxledger sql`:

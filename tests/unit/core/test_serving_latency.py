@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from ctxledger.schemas.evidence import EmbeddingSettings, SearchSettings
+from ctxledger.serving import evidence_search
+from ctxledger.serving.evidence_index import EvidenceIndex
 from ctxledger.warehouse import evidence_api
-from ctxledger.warehouse.evidence_index import EvidenceIndex
 
 
 class _CountingModel:
@@ -49,16 +50,16 @@ def model(monkeypatch):
         {settings.model_dump_json(): evidence_api._SerialEmbedder(inner)},
     )
     monkeypatch.setattr(
-        evidence_api, "_QUERY_VECTORS", type(evidence_api._QUERY_VECTORS)()
+        evidence_search, "_QUERY_VECTORS", type(evidence_search._QUERY_VECTORS)()
     )
     return settings, inner
 
 
 def test_a_query_is_embedded_once_and_its_vector_is_read_only(model):
     settings, inner = model
-    first = evidence_api.embed_query(settings, "rotate the api key")
-    again = evidence_api.embed_query(settings, "rotate the api key")
-    other = evidence_api.embed_query(settings, "who is on call")
+    first = evidence_search.embed_query(settings, "rotate the api key")
+    again = evidence_search.embed_query(settings, "rotate the api key")
+    other = evidence_search.embed_query(settings, "who is on call")
     assert inner.calls == 2
     assert again is first and other is not first
     with pytest.raises(ValueError):
@@ -67,11 +68,11 @@ def test_a_query_is_embedded_once_and_its_vector_is_read_only(model):
 
 def test_the_query_cache_is_bounded(model, monkeypatch):
     settings, inner = model
-    monkeypatch.setattr(evidence_api, "QUERY_CACHE_SIZE", 3)
+    monkeypatch.setattr(evidence_search, "QUERY_CACHE_SIZE", 3)
     for i in range(5):
-        evidence_api.embed_query(settings, f"q{i}")
-    assert len(evidence_api._QUERY_VECTORS) == 3
-    evidence_api.embed_query(settings, "q0")  # evicted: embedded again
+        evidence_search.embed_query(settings, f"q{i}")
+    assert len(evidence_search._QUERY_VECTORS) == 3
+    evidence_search.embed_query(settings, "q0")  # evicted: embedded again
     assert inner.calls == 6
 
 
@@ -79,7 +80,7 @@ def test_the_model_runs_one_call_at_a_time_across_threads(model):
     settings, inner = model
     threads = [
         threading.Thread(
-            target=evidence_api.embed_query, args=(settings, f"question {i}")
+            target=evidence_search.embed_query, args=(settings, f"question {i}")
         )
         for i in range(8)
     ]

@@ -1,4 +1,4 @@
-"""The pure ``pack_context`` (``warehouse.context_pack``): the design's packing
+"""The pure ``pack_context`` (``serving.context_pack``): the design's packing
 example as literal asserts, plus the selection rules the warehouse path shares.
 
 The example: a shop's refund policy in two versions (v3 current, v2 superseded
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ctxledger.warehouse.context_pack import (
+from ctxledger.serving.context_pack import (
     ContextCandidate,
     PackError,
     StaticScorer,

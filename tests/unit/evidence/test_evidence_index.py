@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from ctxledger.schemas.evidence import SearchSettings
-from ctxledger.warehouse.evidence_index import EvidenceIndex
+from ctxledger.serving.evidence_index import EvidenceIndex
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 T1 = datetime(2024, 6, 1, tzinfo=UTC)

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import ctxledger.serving.evidence_search as evidence_search
 import ctxledger.warehouse.evidence_api as evidence_api
 from ctxledger.pipelines.evidence.chunking import chunk_text
 from ctxledger.pipelines.evidence.envelope import unwrap
@@ -24,8 +25,8 @@ from ctxledger.pipelines.evidence.landing import split_front_matter
 from ctxledger.schemas import content_hash
 from ctxledger.schemas.evidence import PackRequest
 from ctxledger.schemas.policy import load_policy
-from ctxledger.warehouse.evidence_index import EvidenceIndex
-from ctxledger.warehouse.evidence_pack import (
+from ctxledger.serving.evidence_index import EvidenceIndex
+from ctxledger.serving.evidence_pack import (
     overlap,
     pack_context,
     redundancy,
@@ -126,7 +127,7 @@ def _index(policy, rows) -> EvidenceIndex:
 
 
 def _pack(monkeypatch, policy, index, **fields):
-    monkeypatch.setattr(evidence_api, "load_index", lambda wh, settings: index)
+    monkeypatch.setattr(evidence_search, "load_index", lambda wh, settings: index)
     request = dict(
         tenant_id="t",
         principal_groups=["sre"],
@@ -218,7 +219,7 @@ def test_unrelated_text_is_dropped_as_low_relevance(monkeypatch, policy, oncall_
 
 
 def test_memory_vectors_are_embedded_once_per_text(monkeypatch, policy):
-    from ctxledger.warehouse import evidence_pack
+    from ctxledger.serving import evidence_pack
 
     calls: list[list[str]] = []
 

@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from ctxledger.schemas.evidence import ArtifactSettings, SearchSettings
-from ctxledger.warehouse.evidence_index import EvidenceIndex
+from ctxledger.serving.evidence_index import EvidenceIndex
 
 OPERATORS = ("operators",)
 TENANTS = ("t0", "t1", "t2")

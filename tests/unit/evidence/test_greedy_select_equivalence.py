@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.warehouse.context_pack import PackError, greedy_select
+from ctxledger.serving.context_pack import PackError, greedy_select
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ def test_redundancy_state_tracks_shingle_overlap_with_the_selected(texts, picks)
     (not a dict of posting lists): after any selections, its overlap is
     ``overlap(candidate, selected shingles)`` computed from scratch."""
     from ctxledger.schemas.policy import load_policy
-    from ctxledger.warehouse.evidence_pack import Candidate, _Greedy, overlap, shingles
+    from ctxledger.serving.evidence_pack import Candidate, _Greedy, overlap, shingles
 
     settings_ = load_policy(None).evidence.pack
     candidates = [

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.schemas.evidence import PackSettings, SearchSettings
-from ctxledger.warehouse.evidence_index import EvidenceIndex
-from ctxledger.warehouse.evidence_pack import Candidate, _Greedy, round6
+from ctxledger.serving.evidence_index import EvidenceIndex
+from ctxledger.serving.evidence_pack import Candidate, _Greedy, round6
 
 _WORDS = "rotate key api on call pager escalate restart node disk".split()
 

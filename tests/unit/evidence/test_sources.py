@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import ctxledger.warehouse.evidence_api as evidence_api
+import ctxledger.serving.evidence_search as evidence_search
 from ctxledger.schemas.evidence import PackRequest
 from ctxledger.schemas.sources import (
     SourceRegistry,
@@ -18,7 +18,7 @@ from ctxledger.schemas.sources import (
     registry_from_rows,
     registry_rows,
 )
-from ctxledger.warehouse.evidence_pack import pack_context
+from ctxledger.serving.evidence_pack import pack_context
 from tests.unit.evidence.test_evidence_pack import _index, _rows
 
 CASES = Path(__file__).resolve().parents[3] / "eval" / "cases"
@@ -129,7 +129,7 @@ def policy():
 
 
 def _run(monkeypatch, policy, index, reg, groups=("support",)):
-    monkeypatch.setattr(evidence_api, "load_index", lambda wh, settings: index)
+    monkeypatch.setattr(evidence_search, "load_index", lambda wh, settings: index)
     request = PackRequest(
         tenant_id="t",
         principal_groups=list(groups),

@@ -1,4 +1,4 @@
-"""The replica's serving rules (``warehouse.memory_serving.serve_rows``) give
+"""The replica's serving rules (``serving.memories.serve_rows``) give
 exactly what the ``memories_served`` SQL macro gives, on generated memories and
 consent events: NULLs, wildcard and basis-less withdrawals, expiring grants,
 validity windows, conflicts, unknown sources and provenance, and ``at`` in the
@@ -15,13 +15,9 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxledger.serving.memories import ConsentRow, live_basis, serve_rows
 from ctxledger.warehouse.memory_api import macro_statements
-from ctxledger.warehouse.memory_serving import (
-    MEMORY_COLUMNS,
-    ConsentRow,
-    live_basis,
-    serve_rows,
-)
+from ctxledger.warehouse.memory_serving import MEMORY_COLUMNS
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 FACTS = ("user_stated", "system_record")
@@ -242,7 +238,7 @@ def test_serve_rows_matches_the_sql_macro(events, memories, purpose, at):
 
 
 def test_replica_rows_have_the_api_column_order():
-    from ctxledger.warehouse.memory_api import _SERVED_COLUMNS, ServedMemory
+    from ctxledger.serving.memories import _SERVED_COLUMNS, ServedMemory
 
     assert (*MEMORY_COLUMNS, "served_as") == _SERVED_COLUMNS
     assert tuple(ServedMemory.__dataclass_fields__) == _SERVED_COLUMNS

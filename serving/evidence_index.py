@@ -1,7 +1,7 @@
 """In-memory search index over the evidence chunks of one warehouse snapshot.
 
 Built once per process and snapshot (``EvidenceIndex.from_warehouse``) and queried
-by ``warehouse.evidence_api.search_evidence``. Rows are sorted by tenant, so a
+by ``serving.evidence_search.search_evidence``. Rows are sorted by tenant, so a
 tenant is one contiguous slice; within it the ACL, subject and validity filters
 give the *scope* (the rows this principal may see at ``as_of``), and only scope
 rows are ever scored:
@@ -16,7 +16,7 @@ rows are ever scored:
   average length) of the scope itself, so other tenants' text does not even
   move the IDF. Tokens: ``evidence_terms`` (DuckDB: lower-case, accents
   stripped, ``[a-z0-9]+``, English stop words dropped, Porter stems), the same
-  function the SQL macros use.
+  function the SQL macros use (``warehouse.evidence_api.STOPWORDS``).
 * Cosine similarity (vectors are normalised: a dot product), exact over the
   scope. When the index holds an IVF partition (built from
   ``search.ivf_min_rows`` chunks on) and the scope is larger than
@@ -42,24 +42,8 @@ import numpy as np
 import pyarrow as pa
 
 from ctxledger.schemas.evidence import EMBEDDING_DIM, SearchSettings
+from ctxledger.warehouse.evidence_api import STOPWORDS
 
-#: English stop words dropped by ``evidence_terms`` (Python and SQL alike).
-STOPWORDS = tuple(
-    sorted(
-        set(
-            """a about above after again against all am an and any are as at be
-            because been before being below between both but by can could did do
-            does doing down during each few for from further had has have having he
-            her here hers herself him himself his how i if in into is it its itself
-            just me more most my myself no nor not now of off on once only or other
-            our ours ourselves out over own same she should so some such than that
-            the their theirs them themselves then there these they this those
-            through to too under until up very was we were what when where which
-            while who whom why will with would you your yours yourself yourselves
-            s t don shall may might must also""".split()
-        )
-    )
-)
 #: Scores are rounded before ranking, so equal texts tie exactly (float sums
 #: differ in the last bits between code paths) and ties break by chunk id.
 SCORE_DECIMALS = 6

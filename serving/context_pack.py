@@ -5,7 +5,7 @@ design's context-packing example made literal: given scored candidates it
 decides which go into a model's window and why the others do not. No
 warehouse, no DuckDB, no model: a context builder (or a test) that already
 holds its candidates calls it directly, and the warehouse path
-(``warehouse.evidence_pack.pack_context``) runs its own candidates, with text
+(``serving.evidence_pack.pack_context``) runs its own candidates, with text
 redundancy and joined neighbours, through the same ``greedy_select`` loop.
 
 Rules, in order:

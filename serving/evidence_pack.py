@@ -2,8 +2,8 @@
 
 Candidates are the request's in-scope evidence (hybrid search, tenant, ACL and
 subject filters first: a tool artifact only for ``request.subject_id`` or an
-operator group, see ``warehouse.evidence_api``) and the subject's memories for
-the purpose (facts and hypotheses, through ``Warehouse.memories``). Each is
+operator group, see ``serving.evidence_search``) and the subject's memories for
+the purpose (facts and hypotheses, through ``serving.memories``). Each is
 valued
 
     utility = relevance x authority x freshness - redundancy
@@ -29,7 +29,7 @@ selected text is dropped (``duplicate``), a near-duplicate too
 (``near_duplicate``); an item whose utility is not positive is dropped
 (``non_positive_utility``, with every item after it), one that does not fit the
 remaining budget is dropped (``over_budget``). That loop is
-``warehouse.context_pack.greedy_select``, shared with the pure
+``serving.context_pack.greedy_select``, shared with the pure
 ``context_pack.pack_context`` of the design example; this module brings the
 candidates, the redundancy scorer and the cost of joined neighbours. To fill
 a large budget, ``pack``
@@ -52,6 +52,7 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -70,17 +71,21 @@ from ctxledger.schemas.evidence import (
     PackRequest,
 )
 from ctxledger.schemas.sources import SourceRegistry, SourceSpec, above_clearance
-from ctxledger.warehouse.context_pack import PackError, greedy_select
+from ctxledger.serving.context_pack import PackError, greedy_select
 
 if TYPE_CHECKING:
     from ctxledger.schemas.evidence import PackSettings
     from ctxledger.schemas.policy import Policy
+    from ctxledger.serving.evidence_index import EvidenceIndex
+    from ctxledger.serving.memories import MemoryView
     from ctxledger.warehouse.catalog import Warehouse
-    from ctxledger.warehouse.evidence_index import EvidenceIndex
 
 #: The date older runs gave tool outputs whose messages had none
 #: (``pipelines.evidence.documents.EPOCH``): read as unknown.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: ``(tenant_id, subject_id, purpose, at) -> MemoryView``: how a pack reads
+#: the subject's memories.
+MemoryReader = Callable[[str, str, str, "datetime | None"], "MemoryView"]
 #: What separates neighbouring chunks joined into one item.
 JOIN = "\n\n"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -358,7 +363,7 @@ def _evidence_candidates(
     policy: Policy,
     query_vec: np.ndarray,
 ) -> tuple[EvidenceIndex, list[Candidate]]:
-    from ctxledger.warehouse.evidence_api import load_index  # noqa: PLC0415
+    from ctxledger.serving.evidence_search import load_index  # noqa: PLC0415
 
     settings = policy.evidence
     index = load_index(wh, settings.search)
@@ -427,13 +432,17 @@ def _text_vectors(policy: Policy, texts: list[str]) -> list[np.ndarray]:
 
 
 def _memory_candidates(
-    wh: Warehouse, request: PackRequest, policy: Policy, notes: list[str]
+    wh: Warehouse,
+    request: PackRequest,
+    policy: Policy,
+    notes: list[str],
+    memories: MemoryReader | None = None,
 ) -> list[Candidate]:
     if not (request.include_memories and request.subject_id and request.purpose):
         if request.include_memories:
             notes.append("memories skipped: the request names no subject or purpose")
         return []
-    getter = getattr(wh, "memories", None)
+    getter = memories or getattr(wh, "memories", None) or _memory_reader(wh, policy)
     if getter is None:
         notes.append("memories skipped: this warehouse has no memory API")
         return []
@@ -504,6 +513,20 @@ def _memory_text(text: str, words: int) -> tuple[int, str, frozenset[int]]:
     text, cached (a subject's memories come back on every pack for it; the
     token count alone was ~20 us a memory)."""
     return count_tokens(text), content_hash(text), shingles(text, words)
+
+
+def _memory_reader(wh: Warehouse, policy: Policy) -> MemoryReader | None:
+    """``serving.memories.memories`` on ``wh`` under the policy's memory
+    settings (a one-off replica read per call; ``Context`` passes its own
+    store's); None for a warehouse object without a lake (test doubles)."""
+    if not hasattr(wh, "connection"):
+        return None
+    from ctxledger.serving.memories import memories  # noqa: PLC0415
+
+    def read(tenant_id: str, subject_id: str, purpose: str, at: Any) -> MemoryView:
+        return memories(wh, tenant_id, subject_id, purpose, at, settings=policy.memory)
+
+    return read
 
 
 # -------------------------------------------------------------------- items
@@ -647,7 +670,7 @@ def _superseded(
 ) -> list[tuple[Candidate, str]]:
     """For each selected document, the best-matching chunk of the version it
     replaced, when the principal may see that version (its own ACL then)."""
-    from ctxledger.warehouse.evidence_index import to_micros  # noqa: PLC0415
+    from ctxledger.serving.evidence_index import to_micros  # noqa: PLC0415
 
     out: list[tuple[Candidate, str]] = []
     seen: set[str] = set()
@@ -900,13 +923,17 @@ def pack_context(
     request: PackRequest,
     policy: Policy,
     registry: SourceRegistry | None = None,
+    *,
+    memories: MemoryReader | None = None,
 ) -> ContextManifest:
     """Select and explain the context for ``request`` (see the module docstring).
 
     ``registry``: value items with this source registry instead of the active
     one (``warehouse.sources.active_registry``): what-if runs and ablations.
+    ``memories``: reads the subject's memories (``Context``: from its replica
+    store; default: ``serving.memories.memories`` on ``wh``).
     """
-    from ctxledger.warehouse.evidence_api import embed_query  # noqa: PLC0415
+    from ctxledger.serving.evidence_search import embed_query  # noqa: PLC0415
 
     settings = policy.evidence.pack
     now = _aware(request.now) or datetime.now(UTC)
@@ -935,7 +962,7 @@ def pack_context(
         operators = set(policy.evidence.artifacts.operator_groups)
         if not request.subject_id and not operators & set(request.principal_groups):
             notes.append("tool artifacts skipped: the request names no subject")
-    candidates += _memory_candidates(wh, request, policy, notes)
+    candidates += _memory_candidates(wh, request, policy, notes, memories)
     registry = registry or _registry(wh, policy)
     clearance = registry.clearance_of(request.principal_groups)
     for c in candidates:
@@ -1006,7 +1033,7 @@ def pack_context(
         )
 
     positions = {c.item_id: i for i, c in enumerate(candidates)}
-    # the selection loop is the pure one (``warehouse.context_pack``); this
+    # the selection loop is the pure one (``serving.context_pack``); this
     # path adds text redundancy (``state``) and the cost of joined neighbours
     greedy_select(
         candidates,
@@ -1076,10 +1103,31 @@ def pack_context(
     )
 
 
+def pack(
+    wh: Warehouse,
+    request: PackRequest,
+    *,
+    policy: Policy | None = None,
+    registry: SourceRegistry | None = None,
+    memories: MemoryReader | None = None,
+) -> ContextManifest:
+    """Select context items for ``request`` (see ``pack_context``);
+    ``registry``: the source registry to value items with (default: the
+    warehouse's active one, read per call; a server reads it once per
+    snapshot); ``memories``: see ``pack_context``."""
+    from ctxledger.warehouse.evidence_api import _default_policy  # noqa: PLC0415
+
+    return pack_context(
+        wh, request, policy or _default_policy(), registry, memories=memories
+    )
+
+
 __all__ = [
+    "MemoryReader",
     "PackError",
     "freshness",
     "overlap",
+    "pack",
     "pack_context",
     "redundancy",
     "shingles",
