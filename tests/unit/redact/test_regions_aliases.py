@@ -19,26 +19,15 @@ from hypothesis import strategies as st
 
 from ctxledger.pipelines.redact.gazetteer import is_region, load_regions, region_names
 from ctxledger.pipelines.redact.pseudonym import normalize_value, person_aliases
-from ctxledger.pipelines.redact.spans import Detection
 from ctxledger.pipelines.redact.technical import (
     _initials_name,
-    drop_technical,
     is_technical,
 )
+from tests.unit.redact.test_technical_places import _det, _kept
 
 needs_regions = pytest.mark.skipif(
     not load_regions(), reason="pycountry (ISO 3166-2) is not installed"
 )
-
-
-def _det(text: str, value: str, rec: str = "ner:GPE", etype: str = "LOCATION"):
-    start = text.index(value)
-    return Detection(start, start + len(value), etype, 0.85, rec)
-
-
-def _kept(text: str, value: str, rec: str = "ner:GPE", etype: str = "LOCATION"):
-    det = _det(text, value, rec, etype)
-    return det in drop_technical(text, [det])
 
 
 # --------------------------------------------------------------- regions
