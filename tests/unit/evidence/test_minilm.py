@@ -1,0 +1,166 @@
+"""Our MiniLM forward pass (``pipelines.minilm``) against sentence-transformers.
+
+The torch backend no longer imports sentence-transformers or transformers
+(4-6 s of every process that embeds, issue 14); it must still give the
+vectors the packaged model gives through ``SentenceTransformer.encode(
+normalize_embeddings=True)``, which stays installed for this comparison
+(the dev extra). The texts are the repository's own fixtures: strings of
+the trimmed agent transcripts (tests/fixtures/transcripts), the runbook
+chunks (tests/fixtures/evidence) and edge cases (whitespace, accents, CJK,
+control characters, texts cut at 256 word pieces). bench/bench_embed.py
+measures the same on 1,000+ texts of the corpora.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxledger.pipelines.evidence.embed import model_path
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = ROOT / "tests" / "fixtures"
+EDGE_CASES = [
+    "  leading and trailing blanks  ",
+    "\t\ttabs and a newline\n",
+    "",
+    "   ",
+    "\u00a0no-break\u3000ideographic space",
+    "control\x1ccharacters\x1f and \x00 nul",
+    "Ünïcödé ÀÉÎ naïve café façade",
+    "中文字符测试 and 日本語",
+    "emoji 😀 and symbols ∑ → ≥",
+    "Traceback (most recent call last): File app.py, line 3 " * 30,
+    "x" * 3000,
+    "word " * 400,
+]
+QUERIES = [
+    "what does the incident commander do during a major incident",
+    "how do I hand off on-call at the end of my shift",
+    "the database is out of disk space",
+    "rotate a leaked credential",
+]
+
+
+def _strings(value, out: dict[str, None]) -> None:
+    if isinstance(value, str):
+        if len(value.strip()) >= 40:
+            out.setdefault(value.strip())
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
+def transcript_texts() -> list[str]:
+    """Distinct 40+ character strings of the transcript fixtures."""
+    seen: dict[str, None] = {}
+    for path in sorted((FIXTURES / "transcripts").iterdir()):
+        if path.suffix not in (".json", ".jsonl", ".traj"):
+            continue
+        raw = path.read_text(errors="replace")
+        for line in raw.splitlines() if path.suffix == ".jsonl" else [raw]:
+            try:
+                _strings(json.loads(line), seen)
+            except ValueError:
+                continue
+    return list(seen)
+
+
+def runbook_chunks() -> list[str]:
+    from ctxledger.pipelines.evidence.chunking import chunk_text
+    from ctxledger.pipelines.evidence.landing import split_front_matter
+
+    chunks = []
+    for path in sorted((FIXTURES / "evidence").rglob("*.md")):
+        raw = path.read_text()
+        body = raw[split_front_matter(raw)[1] :]
+        chunks += [body[c.char_start : c.char_end] for c in chunk_text(body)]
+    return chunks
+
+
+@pytest.fixture(scope="module")
+def path() -> str:
+    return model_path("all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="module")
+def ours(path):
+    from ctxledger.pipelines.minilm import MiniLM
+
+    return MiniLM(path)
+
+
+@pytest.fixture(scope="module")
+def reference(path):
+    """The packaged model through sentence-transformers (what ``torch`` ran
+    before ``pipelines.minilm``)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu")
+
+
+def _st(model, texts: list[str]) -> np.ndarray:
+    return model.encode(
+        texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+    )
+
+
+def test_fixture_texts_are_enough():
+    """The comparison below is only as good as its texts: keep it broad."""
+    texts = transcript_texts()
+    assert len(texts) >= 150
+    assert len(runbook_chunks()) >= 30
+
+
+@pytest.mark.slow
+def test_word_pieces_match_the_transformers_tokenizer(ours, reference):
+    texts = transcript_texts() + EDGE_CASES
+    theirs = reference.tokenizer(
+        texts, truncation="longest_first", max_length=reference.max_seq_length
+    )["input_ids"]
+    assert reference.max_seq_length == ours.max_seq_length == 256
+    assert ours.tokenizer.ids(texts) == [list(ids) for ids in theirs]
+    long = ours.tokenizer.ids(["word " * 400])[0]
+    assert len(long) == 256 and long[0] == 101 and long[-1] == 102  # [CLS] [SEP]
+    assert ours.word_piece_lengths(["", "hello world"]) == [2, 4]
+
+
+@pytest.mark.slow
+def test_vectors_match_sentence_transformers(ours, reference):
+    texts = transcript_texts() + runbook_chunks() + EDGE_CASES
+    want = _st(reference, texts)
+    got = ours.encode(texts)
+    assert got.dtype == np.float32 and got.shape == (len(texts), 384)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    cosine = np.sum(want * got, axis=1)
+    assert cosine.min() >= 0.99999, (cosine.min(), texts[int(cosine.argmin())])
+    # the same evidence ranks first: top-10 runbook chunks per question
+    chunks = runbook_chunks()
+    scores_want = _st(reference, QUERIES) @ _st(reference, chunks).T
+    scores_got = ours.encode(QUERIES) @ ours.encode(chunks).T
+    for row_want, row_got in zip(scores_want, scores_got, strict=True):
+        top_want = np.argsort(-row_want, kind="stable")[:10].tolist()
+        assert np.argsort(-row_got, kind="stable")[:10].tolist() == top_want
+
+
+@pytest.mark.slow
+def test_bf16_autocast_stays_close_to_fp32(ours):
+    texts = transcript_texts()[:48]
+    cosine = np.sum(ours.encode(texts) * ours.encode(texts, bf16=True), axis=1)
+    assert cosine.min() >= 0.999, cosine.min()
+
+
+def test_encode_keeps_input_order_and_empty_input(ours):
+    texts = ["ok", "word " * 300, "The deploy failed.", "ok"]
+    out = ours.encode(texts, batch_size=2, budget=16)
+    alone = np.concatenate([ours.encode([t]) for t in texts])
+    assert (out * alone).sum(axis=1).min() >= 0.99999
+    assert ours.encode([]).shape == (0, 384)
