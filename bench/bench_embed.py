@@ -20,7 +20,7 @@ reported) *and* retrieval recall@10 is unchanged.
    top-10 against torch fp32's top-10 (fp32 recall is 1.0 by definition).
 5. Batching (issue 14): the real texts in pipeline-sized calls of 64, each
    call as one fixed batch (what ``Embedder.encode`` did before: one
-   sentence-transformers batch per call, padded to its longest text) against
+   batch per call, padded to its longest text) against
    ``Embedder.encode`` now (``pipelines.models.token_batches``: one length
    class per forward pass, at most ``TOKEN_BUDGET`` padded word pieces):
    CPU-s, padded and real word pieces, cosine between the two, recall@10.
@@ -92,12 +92,13 @@ def real_texts(limit: int) -> list[str]:
 
 
 def cut(tokenizer, texts: list[str], tokens: int, count: int) -> list[str]:
-    """``count`` texts of exactly ``tokens`` word pieces (with [CLS]/[SEP])."""
+    """``count`` texts of exactly ``tokens`` word pieces (with [CLS]/[SEP];
+    ``tokenizer``: ``pipelines.minilm.WordPieces``, ``tokens`` <= 256)."""
     out = []
     for text in texts:
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = tokenizer.ids([text])[0]
         if len(ids) >= tokens:
-            out.append(tokenizer.decode(ids[: tokens - 2]))
+            out.append(tokenizer.decode(ids[: tokens - 1]))
         if len(out) == count:
             break
     while out and len(out) < count:  # too few long texts: repeat them
@@ -264,15 +265,10 @@ def batching(quick: bool) -> None:
             budget_padded += len(group) * max(part[i] for i in group)
 
     def fixed(texts):
-        with (
-            torch.inference_mode(),
-            torch.autocast(
-                "cpu", dtype=torch.bfloat16, enabled=embedder.precision == "bf16"
-            ),
-        ):
-            return model.encode(
-                texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False
-            )
+        # one call = fixed batches of 64 sorted by length, no word-piece budget
+        return model.encode(
+            texts, batch_size=64, bf16=embedder.precision == "bf16", budget=1 << 30
+        )
 
     results = {}
     for name, encode in (

@@ -133,8 +133,11 @@ def worker_threads() -> int:
 
 
 def sentence_model(path: str, threads: int = 0, backend: str = "torch") -> Any:
-    """The ``SentenceTransformer`` at local ``path`` on the CPU, loaded once.
+    """The MiniLM sentence model at local ``path`` on the CPU, loaded once.
 
+    ``backend="torch"``: ``pipelines.minilm.MiniLM``, our own forward pass in
+    torch with the vectors of sentence-transformers (without importing it
+    or transformers: seconds of every process that embeds).
     ``threads`` (else the launcher's ``worker_threads()``, else torch's
     default) sizes torch's intra-op pool when the model first loads.
     ``backend="onnx-int8"`` gives the int8 ONNX Runtime model instead
@@ -146,19 +149,15 @@ def sentence_model(path: str, threads: int = 0, backend: str = "torch") -> Any:
     with _LOCK:
         model = _MODELS.get(path)
         if model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             import torch  # noqa: PLC0415
-            from sentence_transformers import SentenceTransformer  # noqa: PLC0415
-            from transformers.utils import logging as hf_logging  # noqa: PLC0415
+
+            from ctxledger.pipelines.minilm import MiniLM  # noqa: PLC0415
 
             threads = threads or worker_threads()
             if threads:
                 torch.set_num_threads(threads)
-            hf_logging.disable_progress_bar()  # no bars in job output
-            model = SentenceTransformer(path, device="cpu")
-            model.eval()
+            model = MiniLM(path)
             _MODELS[path] = model
         return model
 
@@ -218,19 +217,10 @@ def token_batches(
 
 def word_piece_lengths(model: Any, texts: Sequence[str]) -> list[int] | None:
     """Word pieces per text as ``model`` reads them (special tokens included,
-    cut at its ``max_seq_length``); None for a model without a tokenizer."""
-    tokenizer = getattr(model, "tokenizer", None)
-    limit = getattr(model, "max_seq_length", None)
-    if tokenizer is None or not limit:
-        return None
-    encoded = tokenizer(
-        [str(t).strip() for t in texts],
-        truncation=True,
-        max_length=int(limit),
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
-    return [len(ids) for ids in encoded["input_ids"]]
+    cut at its ``max_seq_length``: ``pipelines.minilm.WordPieces``); None for
+    a model that does not say (a test double)."""
+    lengths = getattr(model, "word_piece_lengths", None)
+    return None if lengths is None else list(lengths(texts))
 
 
 def encode_by_token_budget(

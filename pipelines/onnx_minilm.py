@@ -189,19 +189,21 @@ def _quantize(src: Path, out: Path) -> None:
 
 
 class OnnxSentenceModel:
-    """The int8 MiniLM behind ``encode`` like ``SentenceTransformer.encode``.
+    """The int8 MiniLM behind ``encode`` like ``pipelines.minilm.MiniLM``.
 
     Returns L2-normalised float32 numpy rows (``normalize_embeddings`` is
     accepted for call compatibility; the model's pipeline always normalises).
+    Tokenizes with ``pipelines.minilm.WordPieces``, as the torch backend does.
     """
 
     def __init__(self, model_dir: str, threads: int = 0):
         import onnxruntime as ort  # noqa: PLC0415
-        from transformers import AutoTokenizer  # noqa: PLC0415
+
+        from ctxledger.pipelines.minilm import WordPieces  # noqa: PLC0415
 
         self.model_dir = model_dir
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.max_seq_length = _max_seq_length(model_dir)
+        self.tokenizer = WordPieces(model_dir)
+        self.max_seq_length = self.tokenizer.max_length
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default
         options.inter_op_num_threads = 1
@@ -212,43 +214,38 @@ class OnnxSentenceModel:
             str(self.path), options, providers=["CPUExecutionProvider"]
         )
 
+    def word_piece_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces per text (special tokens included, truncated)."""
+        return self.tokenizer.lengths(texts)
+
     def encode(
         self, texts: Sequence[str], batch_size: int = 32, **_: Any
     ) -> np.ndarray:
         """Normalised float32 vectors, one row per text, in input order."""
-        texts = [str(t).strip() for t in texts]
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
+        ids = self.tokenizer.ids(texts)
         # longest first, as sentence-transformers batches: less padding
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        out: np.ndarray | None = None
-        for start in range(0, len(texts), batch_size):
+        order = np.argsort([-len(row) for row in ids], kind="stable")
+        out = np.empty((len(ids), 384), dtype=np.float32)
+        for start in range(0, len(ids), batch_size):
             index = order[start : start + batch_size]
-            vectors = self._batch([texts[i] for i in index])
-            if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[index] = vectors
+            out[index] = self._batch([ids[i] for i in index])
         return out
 
-    def _batch(self, texts: list[str]) -> np.ndarray:
-        encoded = self.tokenizer(
-            texts,
-            padding=True,
-            truncation="longest_first",
-            max_length=self.max_seq_length,
-            return_tensors="np",
-        )
-        feeds = {name: encoded[name].astype(np.int64) for name in _INPUTS}
+    def _batch(self, ids: list[list[int]]) -> np.ndarray:
+        from ctxledger.pipelines.minilm import padded  # noqa: PLC0415
+
+        input_ids, mask = padded(ids)
+        feeds = {
+            "input_ids": input_ids,
+            "attention_mask": mask,
+            "token_type_ids": np.zeros_like(input_ids),
+        }
         hidden = self.session.run(None, feeds)[0]
-        mask = encoded["attention_mask"][..., None].astype(np.float32)
-        pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(
+            weights.sum(axis=1), 1e-9, None
+        )
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
-
-
-def _max_seq_length(model_dir: str) -> int:
-    """The sentence-transformers ``max_seq_length`` of the model (256 here)."""
-    config = Path(model_dir) / "sentence_bert_config.json"
-    if config.is_file():
-        return int(json.loads(config.read_text()).get("max_seq_length", 256))
-    return 256

@@ -80,7 +80,8 @@ class EmbeddingSettings(_Strict):
     #: ``auto``: bf16 autocast only on CPUs with native bf16 (AVX512-BF16/AMX);
     #: on AVX2-only CPUs bf16 is emulated and slower than fp32.
     precision: Precision = "auto"
-    #: ``torch``: sentence-transformers on torch at ``precision``.
+    #: ``torch``: MiniLM on torch at ``precision`` (``pipelines.minilm``: the
+    #: vectors of sentence-transformers, without importing it).
     #: ``onnx-int8``: ONNX Runtime with int8 weights (``pipelines.onnx_minilm``),
     #: exported once per machine; cosine to fp32 ~0.99 (``bench/bench_embed.py``
     #: measures speed, cosine and recall@10 of both on this CPU).

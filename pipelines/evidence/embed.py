@@ -4,6 +4,9 @@
 and returns L2-normalised float32 vectors, so cosine similarity is a dot product.
 The Beam ``ModelHandler`` in ``transforms.py`` wraps it for ``RunInference``.
 
+The torch backend is ``pipelines.minilm`` (our own forward pass, the vectors
+of sentence-transformers without its import cost).
+
 Precision: bf16 autocast is ~3x faster than fp32 *on CPUs with native bf16*
 (AVX512-BF16 or AMX) at cosine >= 0.9999 to fp32; on AVX2-only CPUs torch emulates
 bf16 and it is several times slower, so ``precision: auto`` picks bf16 only
@@ -116,26 +119,9 @@ class Embedder:
                 model, texts, lambda batch: model.encode(batch, batch_size=size), size
             )
             return _checked(np.asarray(vectors, dtype=np.float32))
-        import torch  # noqa: PLC0415
-
-        kwargs = {
-            "normalize_embeddings": True,
-            "convert_to_numpy": True,
-            "show_progress_bar": False,
-        }
-
-        def forward(batch: list[str]) -> np.ndarray:
-            # one forward pass per call: the batch is already one length class
-            return model.encode(batch, batch_size=len(batch), **kwargs)
-
-        # batches by word-piece budget, not by count (``models.token_batches``)
-        with (
-            torch.inference_mode(),
-            torch.autocast(
-                "cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"
-            ),
-        ):
-            vectors = encode_by_token_budget(model, texts, forward, size)
+        # one length class per forward pass, by word-piece budget
+        # (``models.token_batches``), the texts tokenized once
+        vectors = model.encode(texts, batch_size=size, bf16=self.precision == "bf16")
         return _checked(np.asarray(vectors, dtype=np.float32))
 
     @property

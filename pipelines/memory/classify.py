@@ -277,7 +277,8 @@ _VECTORS: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
 
 
 class MiniLMEncoder:
-    """The packaged all-MiniLM-L6-v2 sentence-transformers model, offline.
+    """The packaged all-MiniLM-L6-v2 model, offline (``pipelines.minilm`` on
+    torch, or the ``onnx-int8`` backend).
 
     Load with ``load()`` (the DoFn's ``setup()``); pickles without the model.
     Embeddings are L2-normalised float32 rows of 384 dims.
@@ -385,27 +386,8 @@ class MiniLMEncoder:
                 model, missing, lambda batch: model.encode(batch, batch_size=size), size
             )
             self._remember(cache, found, missing, array)
-        elif missing:
-            import torch
-
-            def forward(batch: list[str]) -> np.ndarray:
-                vectors = model.encode(
-                    batch,
-                    batch_size=len(batch),  # one length class, one forward pass
-                    normalize_embeddings=True,
-                    convert_to_numpy=False,
-                    convert_to_tensor=True,
-                    show_progress_bar=False,  # Beam workers log at INFO: no bars
-                )
-                return vectors.float().cpu().numpy()
-
-            with (
-                torch.inference_mode(),
-                torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16),
-            ):
-                array = encode_by_token_budget(model, missing, forward, size)
-            array = np.asarray(array, dtype=np.float32)
-            array /= np.linalg.norm(array, axis=1, keepdims=True).clip(min=1e-12)
+        elif missing:  # ``pipelines.minilm``: batched by word-piece budget
+            array = model.encode(missing, batch_size=size, bf16=self.bf16)
             self._remember(cache, found, missing, array)
         return np.stack([found[t] for t in texts])
 

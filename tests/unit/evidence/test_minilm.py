@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -164,3 +166,29 @@ def test_encode_keeps_input_order_and_empty_input(ours):
     alone = np.concatenate([ours.encode([t]) for t in texts])
     assert (out * alone).sum(axis=1).min() >= 0.99999
     assert ours.encode([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+def test_embedding_imports_neither_transformers_nor_sentence_transformers():
+    """The point of ``pipelines.minilm``: a process that embeds pays for torch
+    and the tokenizer, not for transformers, sentence-transformers or
+    scikit-learn (4-6 s of imports on 2 cores)."""
+    code = (
+        "import sys\n"
+        "from ctxledger.pipelines.evidence.embed import Embedder\n"
+        "from ctxledger.pipelines.memory.classify import MiniLMEncoder\n"
+        "from ctxledger.schemas.evidence import EmbeddingSettings\n"
+        "assert Embedder(EmbeddingSettings()).encode(['a query']).shape == (1, 384)\n"
+        "assert MiniLMEncoder()(['a sentence']).shape == (1, 384)\n"
+        "heavy = sorted(m for m in ('transformers', 'sentence_transformers', "
+        "'sklearn') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

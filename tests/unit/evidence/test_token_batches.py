@@ -50,20 +50,12 @@ def test_token_batches_pad_less_than_fixed_batches():
     assert padded < 1.2 * sum(lengths) < len(lengths) * max(lengths)
 
 
-class _Tokenizer:
-    """Word pieces = words + 2 (CLS, SEP), cut at ``max_length``."""
-
-    def __call__(self, texts, truncation, max_length, **_):
-        return {
-            "input_ids": [
-                list(range(min(len(t.split()) + 2, max_length))) for t in texts
-            ]
-        }
-
-
 class _Model:
-    tokenizer = _Tokenizer()
-    max_seq_length = 8
+    """Word pieces = words + 2 (CLS, SEP), cut at 8 (the real tokenizer's
+    counts are pinned in ``test_minilm.py``)."""
+
+    def word_piece_lengths(self, texts):
+        return [min(len(t.split()) + 2, 8) for t in texts]
 
 
 def test_encode_by_token_budget_keeps_input_order():
