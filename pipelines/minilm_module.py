@@ -23,15 +23,17 @@ class Layer(nn.Module):
     """One BERT encoder layer: self-attention, residual + LayerNorm, the
     erf GELU feed-forward, residual + LayerNorm."""
 
-    def __init__(self, hidden: int, heads: int, inner: int, eps: float):
+    def __init__(
+        self, hidden: int, heads: int, inner: int, eps: float, device: str = "meta"
+    ):
         super().__init__()
         self.heads = heads
-        self.qkv = nn.Linear(hidden, 3 * hidden)
-        self.attention_out = nn.Linear(hidden, hidden)
-        self.attention_norm = nn.LayerNorm(hidden, eps=eps)
-        self.inner = nn.Linear(hidden, inner)
-        self.out = nn.Linear(inner, hidden)
-        self.out_norm = nn.LayerNorm(hidden, eps=eps)
+        self.qkv = nn.Linear(hidden, 3 * hidden, device=device)
+        self.attention_out = nn.Linear(hidden, hidden, device=device)
+        self.attention_norm = nn.LayerNorm(hidden, eps=eps, device=device)
+        self.inner = nn.Linear(hidden, inner, device=device)
+        self.out = nn.Linear(inner, hidden, device=device)
+        self.out_norm = nn.LayerNorm(hidden, eps=eps, device=device)
 
     def forward(self, x: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """``x``: (batch, tokens, hidden); ``keys``: (batch, 1, 1, tokens)
@@ -49,20 +51,30 @@ class MiniLMModule(nn.Module):
     """BERT's encoder with sentence-transformers' head on top (mean over the
     attention mask, L2 normalisation): ``forward(input_ids, attention_mask)``
     gives unit sentence vectors. Single sentences only: every token is of
-    token type 0, as sentence-transformers feeds them."""
+    token type 0, as sentence-transformers feeds them.
 
-    def __init__(self, config: dict[str, Any]):
+    Built on the ``meta`` device (no memory, no random init) for
+    ``load_module`` to assign the real weights; the embedding tables are plain
+    parameters because ``nn.Embedding``'s init on ``meta`` imports
+    ``torch._dynamo`` (2.3 s here).
+    """
+
+    def __init__(self, config: dict[str, Any], device: str = "meta"):
         super().__init__()
         hidden = int(config["hidden_size"])
         eps = float(config.get("layer_norm_eps", 1e-12))
-        self.word = nn.Embedding(int(config["vocab_size"]), hidden)
-        self.position = nn.Embedding(int(config["max_position_embeddings"]), hidden)
-        self.token_type = nn.Embedding(int(config["type_vocab_size"]), hidden)
-        self.norm = nn.LayerNorm(hidden, eps=eps)
+
+        def table(rows: str) -> nn.Parameter:
+            return nn.Parameter(torch.empty(int(config[rows]), hidden, device=device))
+
+        self.word = table("vocab_size")
+        self.position = table("max_position_embeddings")
+        self.token_type = table("type_vocab_size")
+        self.norm = nn.LayerNorm(hidden, eps=eps, device=device)
         heads = int(config["num_attention_heads"])
         inner = int(config["intermediate_size"])
         self.layers = nn.ModuleList(
-            Layer(hidden, heads, inner, eps)
+            Layer(hidden, heads, inner, eps, device)
             for _ in range(int(config["num_hidden_layers"]))
         )
 
@@ -71,8 +83,8 @@ class MiniLMModule(nn.Module):
     ) -> torch.Tensor:
         """(batch, tokens) int64 ids and 0/1 mask -> (batch, hidden) fp32."""
         length = input_ids.shape[1]
-        x = self.word(input_ids) + self.token_type.weight[0]
-        x = self.norm(x + self.position.weight[:length])
+        x = F.embedding(input_ids, self.word) + self.token_type[0]
+        x = self.norm(x + self.position[:length])
         keys = attention_mask[:, None, None, :].bool()
         for layer in self.layers:
             x = layer(x, keys)
@@ -102,9 +114,9 @@ def state_dict(weights: dict[str, torch.Tensor], layers: int) -> dict[str, Any]:
         return weights[prefix + name]
 
     state = {
-        "word.weight": get("embeddings.word_embeddings.weight"),
-        "position.weight": get("embeddings.position_embeddings.weight"),
-        "token_type.weight": get("embeddings.token_type_embeddings.weight"),
+        "word": get("embeddings.word_embeddings.weight"),
+        "position": get("embeddings.position_embeddings.weight"),
+        "token_type": get("embeddings.token_type_embeddings.weight"),
         "norm.weight": get("embeddings.LayerNorm.weight"),
         "norm.bias": get("embeddings.LayerNorm.bias"),
     }
@@ -131,8 +143,7 @@ def load_module(model_dir: str | Path) -> MiniLMModule:
         raise ValueError(f"unsupported hidden_act {config['hidden_act']!r}")
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError("only absolute position embeddings are supported")
-    with torch.device("meta"):  # no random init of weights replaced below
-        module = MiniLMModule(config)
+    module = MiniLMModule(config)  # on ``meta``: no init of replaced weights
     weights = load_file(folder / "model.safetensors")
     module.load_state_dict(state_dict(weights, len(module.layers)), assign=True)
     return module.eval().requires_grad_(False)
