@@ -159,3 +159,24 @@ class MiniLM:
         ):
             vectors = self.module(torch.from_numpy(input_ids), torch.from_numpy(mask))
         return vectors.float().numpy()
+
+
+def quantized(model: MiniLM) -> MiniLM:
+    """``model`` with int8 Linear layers (torch dynamic quantization: weights
+    int8 per output channel, activations quantized per call; fbgemm uses
+    AVX512-VNNI where the CPU has it). Not a backend: ``bench/bench_minilm.py
+    --int8`` measures its speed and its agreement with fp32."""
+    import copy  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+    from torch.ao.quantization import (  # noqa: PLC0415
+        per_channel_dynamic_qconfig,
+        quantize_dynamic,
+    )
+
+    torch.backends.quantized.engine = "fbgemm"
+    clone = copy.copy(model)
+    clone.module = quantize_dynamic(
+        model.module, {torch.nn.Linear: per_channel_dynamic_qconfig}, torch.qint8
+    )
+    return clone
