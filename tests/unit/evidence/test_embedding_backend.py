@@ -1,7 +1,8 @@
 """The ``onnx-int8`` embedding backend (``pipelines.onnx_minilm``).
 
 The slow test exports the packaged MiniLM once per session into a temporary
-cache (a real export: torch -> ONNX -> ORT optimizer -> int8) and checks its
+cache (a real export in a fresh interpreter, without transformers: torch ->
+ONNX -> ORT optimizer -> int8) and checks its
 vectors against torch fp32, through both callers: the evidence ``Embedder``
 and the memory classifier's ``MiniLMEncoder``.
 """
@@ -68,19 +69,39 @@ def test_unknown_backend_is_refused_before_loading():
         sentence_model("/nonexistent", backend="tensorrt")
 
 
+#: The export in a fresh interpreter: it must not need transformers (the
+#: graph is ``pipelines.minilm_export`` over the weights ``minilm`` loads).
+EXPORT = """
+import sys
+from ctxledger.pipelines.evidence.embed import model_path
+from ctxledger.pipelines.onnx_minilm import export_int8
+print(export_int8(model_path("all-MiniLM-L6-v2")))
+heavy = sorted(m for m in ("transformers", "sentence_transformers") if m in sys.modules)
+assert not heavy, heavy
+"""
+
+
 @pytest.fixture(scope="session")
 def onnx_cache(tmp_path_factory):
     """One real export per test session, in a cache of its own."""
     import os
-
-    from ctxledger.pipelines.evidence.embed import model_path
-    from ctxledger.pipelines.onnx_minilm import export_int8
+    import subprocess
+    import sys
+    from pathlib import Path
 
     cache = tmp_path_factory.mktemp("ctxledger-cache")
     before = os.environ.get("CTXLEDGER_CACHE")
     os.environ["CTXLEDGER_CACHE"] = str(cache)
     try:
-        path = export_int8(model_path("all-MiniLM-L6-v2"))
+        done = subprocess.run(
+            [sys.executable, "-c", EXPORT],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        path = Path(done.stdout.strip().splitlines()[-1])
+        assert path.is_relative_to(cache)
         yield path
     finally:
         if before is None:
