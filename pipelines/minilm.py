@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxledger.pipelines.models import TOKEN_BUDGET, token_batches
+from ctxledger.pipelines.batching import TOKEN_BUDGET, token_batches
 
 #: Vector size of the model (``config.json`` ``hidden_size``).
 DIM = 384
@@ -106,7 +106,7 @@ class MiniLM:
     ``encode`` gives what ``SentenceTransformer.encode(normalize_embeddings=
     True)`` gives, as float32 numpy rows in input order, with the texts
     grouped into forward passes by word-piece budget
-    (``pipelines.models.token_batches``, each pass one length class).
+    (``pipelines.batching.token_batches``, each pass one length class).
     Inference only: one instance may serve several threads. torch's thread
     pool is the caller's to size (``sentence_model`` does).
     """
@@ -133,7 +133,7 @@ class MiniLM:
         """Unit float32 vectors, one row per text, in input order.
 
         At most ``batch_size`` texts and ``budget`` padded word pieces per
-        forward pass (0: ``models.TOKEN_BUDGET``); ``bf16`` runs the passes
+        forward pass (0: ``batching.TOKEN_BUDGET``); ``bf16`` runs the passes
         under bf16 autocast (fast only on CPUs with native bf16), pooling
         and normalisation stay fp32.
         """
