@@ -7,10 +7,11 @@ the weights ``pipelines.minilm`` loads, in BERT's eager operator pattern, so
 ONNX Runtime's BERT optimizer fuses it into ``Attention``,
 ``SkipLayerNormalization`` and ``BiasGelu`` nodes; no transformers import),
 then dynamically quantized to int8 weights *per channel* (per tensor loses
-too much: cosine to fp32 mean 0.94 instead of 0.992 on agent text). The result is cached under
-``~/.cache/ctxledger/onnx`` (``CTXLEDGER_CACHE`` moves it), keyed by the model
-package version, a hash of its weights and of this export recipe, so a new
-model or recipe exports again and workers of one machine share one file.
+too much: cosine to fp32 mean 0.94 instead of 0.992 on agent text). The result
+is cached under ``~/.cache/ctxledger/onnx`` (``CTXLEDGER_CACHE`` moves it),
+keyed by the model package version, a hash of its weights and of this export
+recipe, so a new model or recipe exports again and workers of one machine
+share one file.
 
 Inference reproduces the model's sentence-transformers pipeline
 (``modules.json``: Transformer -> mean Pooling -> Normalize): the same
