@@ -269,7 +269,7 @@ def limit_blas_threads(threads: int) -> None:
     load average ~9 on 2 cores): a warm pack took 34.6 ms of CPU with
     OpenBLAS's default 2 threads, 15.6 ms with 1. Process-wide, like the
     ``OPENBLAS_NUM_THREADS`` variable it replaces for a running process;
-    a no-op without ``threadpoolctl`` (installed with sentence-transformers)."""
+    a no-op without ``threadpoolctl`` (a direct dependency)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - the query-only install
