@@ -65,6 +65,7 @@ bench: $(STAMP) ## Throughput benchmarks (ratios against named baselines).
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_evidence.py $(if $(MILLION),--million)
 	$(BIN)/python bench/bench_embed.py
+	$(BIN)/python bench/bench_minilm.py
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_memory.py $(if $(TEN_MILLION),--ten-million)
 	$(BIN)/python bench/bench_pack.py
