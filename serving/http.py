@@ -16,6 +16,7 @@ Handlers are plain functions: uvicorn runs them on its thread pool, and the
 from datetime import datetime
 from typing import Annotated
 
+import orjson
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -74,6 +75,9 @@ class PackBody(_Body):
     candidates: int | None = Field(default=None, ge=1)
     include_memories: bool = True
     include_evidence: bool = True
+    #: List each dropped item in full, with its text, besides its summary
+    #: (``DroppedItem.item``); off, a 2,000-token pack's JSON is ~3x smaller.
+    include_dropped_content: bool = False
 
 
 class PackResponse(BaseModel):
@@ -99,15 +103,16 @@ def memories_response(view: MemoryView, snapshot_id: int) -> MemoriesResponse:
     )
 
 
-def json_response(model: BaseModel) -> Response:
-    """``model`` as JSON, serialised once by pydantic's own serializer.
-
-    A handler returning the model instead makes FastAPI dump it to Python
-    objects, validate those against the response model again and encode them
-    with ``json.dumps``: for a pack manifest (a hundred-odd items with their
-    texts) that was more CPU than the pack itself. The route's
-    ``response_model`` still publishes the schema."""
-    return Response(content=model.model_dump_json(), media_type="application/json")
+def manifest_bytes(snapshot_id: int, manifest: dict) -> bytes:
+    """A ``PackResponse`` as JSON from its manifest's data
+    (``serving.evidence_pack.manifest_data``): ``orjson`` writes the same
+    bytes pydantic's ``model_dump_json`` writes for the validated model
+    (shortest round-trip floats, ``Z`` for UTC; checked on real manifests
+    by ``tests/unit/evidence/test_manifest_data.py``) in ~0.1 ms instead of
+    ~1 ms for building and dumping the models."""
+    return orjson.dumps(
+        {"snapshot_id": snapshot_id, "manifest": manifest}, option=orjson.OPT_UTC_Z
+    )
 
 
 def pack_request(body: PackBody, principal: Principal, operators) -> PackRequest:
@@ -225,15 +230,24 @@ def create_app(
 
         return guard(run)
 
+    def packed(caller: Principal, body: PackBody) -> bytes:
+        """The /pack answer: the manifest's data serialised as it is
+        (``manifest_bytes``), not validated into pydantic objects first."""
+        data, snap = context.pack_data_at(pack_request(body, caller, operators))
+        return manifest_bytes(snap, data)
+
     @app.post("/pack", response_model=PackResponse)
     def pack(caller: Caller, body: PackBody) -> Response:
-        """A context pack with its manifest (selected and dropped, with reasons)."""
+        """A context pack with its manifest (selected and dropped, with reasons).
 
-        def run() -> Response:
-            manifest, snap = context.pack_at(pack_request(body, caller, operators))
-            return json_response(PackResponse(snapshot_id=snap, manifest=manifest))
-
-        return guard(run)
+        Dropped items are listed by their summary (id, kind, source, token
+        count, scores, reason); ``include_dropped_content`` adds each one's
+        full item with its text."""
+        return guard(
+            lambda: Response(
+                content=packed(caller, body), media_type="application/json"
+            )
+        )
 
     return app
 

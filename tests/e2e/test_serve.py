@@ -172,12 +172,10 @@ def test_reads_are_scoped_by_the_token(served):
     assert [h["doc_id"] for h in hits] == ["cache-runbook"]
     # the same query with another tenant's token: its own (empty) tenant
     assert client.post("/search", json=search, headers=GLOBEX).json()["hits"] == []
-    pack = client.post(
-        "/pack",
-        json={"query": search["query"], "window_tokens": 400, "subject_id": "u1",
-              "purpose": "support"},
-        headers=ACME,
-    )  # fmt: skip
+    body = {"query": search["query"], "window_tokens": 400, "subject_id": "u1",
+            "purpose": "support", "now": NOW.isoformat()}  # fmt: skip
+    full = {**body, "include_dropped_content": True}
+    pack = client.post("/pack", json=full, headers=ACME)
     assert pack.status_code == 200, pack.text
     manifest = pack.json()["manifest"]
     selected = manifest["selected"]
@@ -186,6 +184,14 @@ def test_reads_are_scoped_by_the_token(served):
     assert len(facts) == 1 and '"text":"Plan: Pro"' in facts[0]["content"]
     assert "cache-runbook" in {i["doc_id"] for i in selected}
     assert pack.json()["manifest"]["principal_groups"] == ["support"]
+    # by default a dropped item is its summary: the same decisions, no text
+    slim = client.post("/pack", json=body, headers=ACME).json()["manifest"]
+    assert slim["manifest_id"] == manifest["manifest_id"]
+    assert slim["selected"] == selected
+    assert [{**d, "item": None} for d in manifest["dropped"]] == slim["dropped"]
+    for d in manifest["dropped"]:
+        summary = {k: d["item"][k] for k in ("item_id", "kind", "source")}
+        assert summary == {k: d[k] for k in summary}
 
 
 def test_a_token_of_tenant_a_asking_for_tenant_b_gets_403(served):
