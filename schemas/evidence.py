@@ -438,7 +438,11 @@ class DroppedItem(_Strict):
     reason: DropReason
     duplicate_of: str | None = None
     superseded_by: str | None = None
-    item: ContextItem | None = None
+    item: ContextItem | None = Field(
+        default=None,
+        description="The full item with its content; only when the request set "
+        "include_dropped_content.",
+    )
 
 
 class PackRequest(_Strict):

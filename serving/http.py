@@ -83,7 +83,13 @@ class PackBody(_Body):
     include_evidence: bool = True
     #: List each dropped item in full, with its text, besides its summary
     #: (``DroppedItem.item``); off, a 2,000-token pack's JSON is ~3x smaller.
-    include_dropped_content: bool = False
+    include_dropped_content: bool = Field(
+        default=False,
+        description="Also list each dropped item's full ContextItem, with its "
+        "content, in `item`; by default a dropped item is its summary (item_id, "
+        "kind, source, token_count, scores, reason). The selection and the "
+        "manifest_id are the same either way.",
+    )
 
 
 class PackResponse(BaseModel):
