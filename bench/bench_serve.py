@@ -410,9 +410,9 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds so far of a process and its live descendants
-    (the worker processes of ``serve --workers N``; Linux ``/proc``)."""
+def cpu_by_process(pid: int) -> dict[int, float]:
+    """User + system CPU seconds so far of a process and of each of its live
+    descendants (the worker processes of ``serve --workers N``; ``/proc``)."""
     parent: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (fields := _stat(int(entry.name))):
@@ -422,12 +422,17 @@ def cpu_seconds(pid: int) -> float:
         more = {p for p, pp in parent.items() if pp in tree} - tree
         tree |= more
         grew = bool(more)
-    total = 0.0
+    out = {}
     for p in tree:
         fields = _stat(p)
         if fields is not None:
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK") if _stat(pid) else float("nan")
+            out[p] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """``cpu_by_process`` summed: the server's CPU seconds so far."""
+    return sum(cpu_by_process(pid).values()) if _stat(pid) else float("nan")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -485,15 +490,24 @@ def measured(
     pid: int, loader: Loader, clients: int, seconds: float, distinct: bool = False
 ):
     """A load run, the server's CPU seconds over it (``/proc``) and the load
-    generator's own (this process)."""
-    before, mine = cpu_seconds(pid), time.process_time()
+    generator's own (this process). Prints how the connections' median
+    latencies spread, each server process's share of the CPU (workers that
+    got more connections work more) and the machine's load average (1 min)
+    before and after: the cores are shared, so it says what else ran."""
+    load = os.getloadavg()[0]
+    before, mine = cpu_by_process(pid), time.process_time()
     lat, errors = loader.run(clients, seconds, distinct)
-    if len(loader.spread) > 1:
-        print(
-            f"  ({clients} clients: median latency per connection "
-            f"{min(loader.spread):.0f}-{max(loader.spread):.0f} ms)"
-        )
-    return lat, errors, cpu_seconds(pid) - before, time.process_time() - mine
+    after = cpu_by_process(pid)
+    used = {p: after[p] - before.get(p, 0.0) for p in after}
+    busy = sorted((v for v in used.values() if v >= 0.05), reverse=True)
+    print(
+        f"  ({clients} clients: median latency per connection "
+        f"{min(loader.spread, default=float('nan')):.0f}-"
+        f"{max(loader.spread, default=float('nan')):.0f} ms; server CPU by "
+        f"process {' / '.join(f'{v:.1f}' for v in busy)} s; load average "
+        f"{load:.1f} -> {os.getloadavg()[0]:.1f})"
+    )
+    return lat, errors, sum(used.values()), time.process_time() - mine
 
 
 def distinct_queries(wh: Path, n: int, avoid: list[str]) -> list[str]:
@@ -558,8 +572,10 @@ def main() -> None:
                 f"{time.perf_counter() - started:.1f} s; client {args.client}"
             )
             # every query seen once by every worker (most likely: each
-            # connection lands on one worker, whichever accepts it first)
-            loader.run(2 * workers if workers > 1 else 1, None)
+            # connection stays on the worker the kernel gave it; with 4 per
+            # worker, one gets none with odds (1 - 1 / workers) ** (4 *
+            # workers): 0.4% for 2 workers, under 2% for any number)
+            loader.run(4 * workers if workers > 1 else 1, None)
             for n in [int(x) for x in args.sweep.split(",") if x.strip()]:
                 sweep[n] = measured(proc.pid, loader, n, args.sweep_seconds)
             main_run = measured(proc.pid, loader, args.clients, args.seconds)

@@ -239,6 +239,8 @@ def run_case(
             as_of=at,
             now=now,
             include_memories=bool(case.subject_id and case.purpose),
+            # a required section that was dropped is explained by its headings
+            include_dropped_content=True,
         ),
         policy,
         registry=registry,

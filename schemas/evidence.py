@@ -421,12 +421,29 @@ class ContextItem(_Strict):
 class DroppedItem(_Strict):
     """A candidate ``pack`` did not select, and why: ``duplicate_of`` names the
     selected item a ``duplicate`` / ``near_duplicate`` repeats, ``superseded_by``
-    the version that replaced a ``superseded`` one."""
+    the version that replaced a ``superseded`` one.
 
-    item: ContextItem
+    The summary (id, kind, source, token count, scores) says what was left
+    out and why without its text: a manifest lists two or three times as
+    many dropped items as selected ones, and their envelopes were most of a
+    pack's JSON (~190 KB of 2,000-token packs) and of its building.
+    ``item`` is the full ``ContextItem`` (with ``content``) only when the
+    request asked for it (``PackRequest.include_dropped_content``), e.g. to
+    read a dropped item's headings (``serving.context_checks``)."""
+
+    item_id: str
+    kind: ItemKind
+    source: str
+    token_count: int = Field(ge=0)
+    scores: ContextScores
     reason: DropReason
     duplicate_of: str | None = None
     superseded_by: str | None = None
+    item: ContextItem | None = Field(
+        default=None,
+        description="The full item with its content; only when the request set "
+        "include_dropped_content.",
+    )
 
 
 class PackRequest(_Strict):
@@ -451,6 +468,10 @@ class PackRequest(_Strict):
     candidates: int | None = Field(default=None, ge=1)
     include_memories: bool = True
     include_evidence: bool = True
+    #: List each dropped item in full (``DroppedItem.item``, with its
+    #: content) as well as its summary. It changes what the manifest shows,
+    #: never what is selected, so it is not part of the ``manifest_id``.
+    include_dropped_content: bool = False
 
     @property
     def budget_tokens(self) -> int:

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ctxledger.schemas.evidence import ContextManifest, PackRequest, SearchHit
 from ctxledger.schemas.policy import Policy, load_policy
@@ -201,12 +201,26 @@ class Context:
     def pack_at(self, request: PackRequest) -> tuple[ContextManifest, int]:
         """``pack`` and the snapshot id that answered."""
         from ctxledger.serving.evidence_pack import pack
+
+        return self._pack(pack, request)
+
+    def pack_data_at(self, request: PackRequest) -> tuple[dict[str, Any], int]:
+        """``pack_at``'s manifest as unvalidated JSON-ready data
+        (``serving.evidence_pack.manifest_data``) and the snapshot id: what
+        the HTTP server serialises without building the pydantic objects."""
+        from ctxledger.serving.evidence_pack import pack_data
+
+        return self._pack(pack_data, request)
+
+    def _pack(self, pack: Callable[..., T], request: PackRequest) -> tuple[T, int]:
+        """``pack`` (``evidence_pack.pack`` or ``pack_data``) on the current
+        snapshot, with its registry and memory store."""
         from ctxledger.serving.memories import memories as read_memories
 
         settings = self.policy.memory
         lake = not self.replica
 
-        def run(gen: Generation) -> ContextManifest:
+        def run(gen: Generation) -> T:
             registry = self._registry(gen.wh)
             store = None if lake else self._store(gen)
 

@@ -244,7 +244,13 @@ def check_case(
         if key in newer:
             missing.append(f"{ref} is superseded by {ref.doc_id}@{newer[key]}")
             continue
-        why = [d.reason for d in manifest.dropped if matches_ref(ref, d.item)]
+        # dropped items explain a miss when the pack listed them in full
+        # (``PackRequest.include_dropped_content``, as ``jobs.eval_cases`` asks)
+        why = [
+            d.reason
+            for d in manifest.dropped
+            if d.item is not None and matches_ref(ref, d.item)
+        ]
         other = sorted(
             {f"{i.doc_id}@{i.version}" for i in items if i.doc_id == ref.doc_id}
         )

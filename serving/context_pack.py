@@ -229,12 +229,10 @@ def greedy_select(
     # the remaining candidates is computed once per selection, not per
     # decision: a drop leaves every utility as it was, and the next best is
     # the next one in that order. Same decisions as re-sorting every step.
-    while remaining.any():
+    while len(rows := remaining.nonzero()[0]):
         utility, near = scorer.utilities()
-        rows = np.flatnonzero(remaining)
-        ranked = rows[np.lexsort((id_rank[rows], -utility[rows]))]
-        for at, pick in enumerate(ranked):
-            best = int(pick)
+        ranked = rows[np.lexsort((id_rank[rows], -utility[rows]))].tolist()
+        for at, best in enumerate(ranked):
             remaining[best] = False
             why = redundant(best, near)
             if why is not None:
@@ -244,7 +242,7 @@ def greedy_select(
                 drop(best, "non_positive_utility")
                 # utilities only fall from here: the rest, in this order
                 for i in ranked[at + 1 :]:
-                    drop(int(i), redundant(int(i), near) or "non_positive_utility")
+                    drop(i, redundant(i, near) or "non_positive_utility")
                 remaining[ranked[at + 1 :]] = False
                 break
             if used + cost(best) > budget:

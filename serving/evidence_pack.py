@@ -48,6 +48,7 @@ retrieved text is never instructions.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import weakref
@@ -64,10 +65,7 @@ from ctxledger.pipelines.evidence.envelope import instruction_like, wrap_as_data
 from ctxledger.pipelines.ingest.tokens import count_tokens
 from ctxledger.schemas import content_hash
 from ctxledger.schemas.evidence import (
-    ContextItem,
     ContextManifest,
-    ContextScores,
-    DroppedItem,
     PackRequest,
 )
 from ctxledger.schemas.sources import SourceRegistry, SourceSpec, above_clearance
@@ -125,6 +123,17 @@ class Candidate:
     source_owner: str | None = None
     registry_version: str | None = None
     injection_risk: str | None = None
+    #: The registered source ``_stamp_source`` gave it (None: not stamped).
+    spec: SourceSpec | None = None
+
+
+def _copy(c: Candidate) -> Candidate:
+    """A shallow copy of ``c`` (its fields, not ``dataclasses.replace``'s
+    re-initialisation: ~0.5 us instead of ~4 us; nothing a call sets on its
+    copy is shared with the original)."""
+    out = object.__new__(Candidate)
+    out.__dict__.update(c.__dict__)
+    return out
 
 
 def _aware(when: datetime | None) -> datetime | None:
@@ -329,6 +338,49 @@ def _chunk_candidate_fields(index: EvidenceIndex, row: int) -> tuple[dict, dict]
     return fields, {name: meta[name] for name in kept}
 
 
+_STAMPED: weakref.WeakKeyDictionary[Any, dict[tuple, dict[int, Candidate]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: Registries (and pack settings) whose stamped rows one index keeps: the
+#: snapshot's own, and a few what-if ones (``ctxledger eval --ablate``).
+_STAMPED_KEYS = 4
+
+
+def _chunk_candidates(
+    index: EvidenceIndex,
+    rows: list[int],
+    registry: SourceRegistry,
+    settings: PackSettings,
+) -> list[Candidate]:
+    """The candidates of index ``rows``, stamped with their source under
+    ``registry`` (``_stamp_source``). A row's stamped candidate is a pure
+    function of the row, the registry and the pack settings, so it is built
+    once per index and (registry version, settings) and every call scores a
+    shallow copy of it (its relevance and freshness are the call's): building
+    and stamping ~160 candidates was ~1.5 ms of every pack."""
+    by_key = _STAMPED.get(index)
+    if by_key is None:
+        with _ORDER_LOCK:
+            by_key = _STAMPED.setdefault(index, {})
+    key = (registry.registry_version, settings)
+    stamped = by_key.get(key)
+    if stamped is None:
+        if len(by_key) >= _STAMPED_KEYS:
+            by_key.clear()
+        stamped = by_key.setdefault(key, {})
+    out = []
+    for row in rows:
+        template = stamped.get(row)
+        if template is None:
+            if len(stamped) >= _FIELDS_KEPT:  # bounded like ``_FIELDS``
+                stamped.clear()
+            template = _chunk_candidate(index, row, settings)
+            _stamp_source(template, registry, settings)
+            stamped[row] = template
+        out.append(_copy(template))
+    return out
+
+
 @lru_cache(maxsize=8192)
 def _shingle_array(hashes: frozenset[int]) -> np.ndarray:
     """A shingle set as an int64 array, cached like ``_chunk_shingles`` (whose
@@ -362,6 +414,7 @@ def _evidence_candidates(
     request: PackRequest,
     policy: Policy,
     query_vec: np.ndarray,
+    registry: SourceRegistry,
 ) -> tuple[EvidenceIndex, list[Candidate]]:
     from ctxledger.serving.evidence_search import load_index  # noqa: PLC0415
 
@@ -403,7 +456,7 @@ def _evidence_candidates(
             # error must not tell whether an id exists in another tenant/subject
             if row is not None and row in scope and row not in rows:
                 rows.append(row)
-    return index, [_chunk_candidate(index, row, settings.pack) for row in rows]
+    return index, _chunk_candidates(index, rows, registry, settings.pack)
 
 
 #: Vectors by (model, text) for texts the lake holds no vector for (memories, and
@@ -554,35 +607,62 @@ def _envelope(
 def _item(
     c: Candidate,
     retrieved_at: datetime,
-    scores: ContextScores,
+    scores: dict[str, float],
     mandatory: bool,
-) -> ContextItem:
+) -> dict[str, Any]:
+    """``c`` as a ``ContextItem``'s data: its fields in the model's order,
+    JSON-ready Python values (``manifest_data``)."""
     content, flagged = _envelope(
         c.text, c.item_id, c.kind, c.source, c.trust, c.version
     )
-    return ContextItem(
-        source_id=c.source_id,
-        source_owner=c.source_owner,
-        registry_version=c.registry_version,
-        injection_risk=c.injection_risk,
-        item_id=c.item_id,
-        kind=c.kind,  # type: ignore[arg-type]
-        source=c.source,
-        trust=c.trust,  # type: ignore[arg-type]
-        retrieved_at=retrieved_at,
-        version=c.version,
-        token_count=c.token_count,
-        content=content,
-        mandatory=mandatory,
-        instruction_like=flagged,
-        doc_id=c.doc_id,
-        section_path=c.section_path,
-        char_start=c.char_start,
-        char_end=c.char_end,
-        effective_from=_aware(c.effective_from),
-        chunk_ids=[c.item_id] if c.row is not None else [],
-        scores=scores,
-    )
+    return {
+        "item_id": c.item_id,
+        "kind": c.kind,
+        "source": c.source,
+        "trust": c.trust,
+        "retrieved_at": retrieved_at,
+        "version": c.version,
+        "token_count": c.token_count,
+        "content": content,
+        "mandatory": mandatory,
+        "instruction_like": flagged,
+        "doc_id": c.doc_id,
+        "section_path": list(c.section_path),
+        "char_start": c.char_start,
+        "char_end": c.char_end,
+        "effective_from": _aware(c.effective_from),
+        "chunk_ids": [c.item_id] if c.row is not None else [],
+        "scores": scores,
+        "source_id": c.source_id,
+        "source_owner": c.source_owner,
+        "registry_version": c.registry_version,
+        "injection_risk": c.injection_risk,
+    }
+
+
+def _dropped(
+    c: Candidate,
+    retrieved_at: datetime,
+    scores: dict[str, float],
+    reason: str,
+    *,
+    duplicate_of: str | None = None,
+    superseded_by: str | None = None,
+    full: bool = False,
+) -> dict[str, Any]:
+    """A dropped candidate as a ``DroppedItem``'s data: its summary, and with
+    ``full`` (``PackRequest.include_dropped_content``) the whole item."""
+    return {
+        "item_id": c.item_id,
+        "kind": c.kind,
+        "source": c.source,
+        "token_count": c.token_count,
+        "scores": scores,
+        "reason": reason,
+        "duplicate_of": duplicate_of,
+        "superseded_by": superseded_by,
+        "item": _item(c, retrieved_at, scores, False) if full else None,
+    }
 
 
 def _join(parts: list[Candidate]) -> Candidate:
@@ -624,17 +704,17 @@ def _join(parts: list[Candidate]) -> Candidate:
 
 
 def _merge_selected(
-    chosen: list[tuple[Candidate, ContextScores, bool]],
+    chosen: list[tuple[Candidate, dict[str, float], bool]],
     order: dict[str, Any] | None,
     now: datetime,
-) -> list[ContextItem]:
+) -> list[dict[str, Any]]:
     """Selected items, neighbouring chunks of one version joined in reading
     order; a joined item keeps the scores of its best part and its place."""
     if order is None:
         return [_item(c, now, s, m) for c, s, m in chosen]
     by_row = {c.row: (c, s, m) for c, s, m in chosen if c.row is not None}
     following, preceding = order["next"], order["prev"]
-    out: list[ContextItem] = []
+    out: list[dict[str, Any]] = []
     done: set[int] = set()
     for c, scores, mandatory in chosen:
         if c.row is None:
@@ -653,7 +733,7 @@ def _merge_selected(
         joined = _join(parts)
         item = _item(joined, now, scores, any(by_row[r][2] for r in run))
         if len(parts) > 1:  # one part: ``_item`` gave it its own id already
-            item = item.model_copy(update={"chunk_ids": [p.item_id for p in parts]})
+            item["chunk_ids"] = [p.item_id for p in parts]
         out.append(item)
     return out
 
@@ -716,14 +796,12 @@ def _registry(wh: Warehouse, policy: Policy) -> SourceRegistry:
     return active_registry(wh, policy)
 
 
-def _stamp(
-    c: Candidate,
-    registry: SourceRegistry,
-    settings: PackSettings,
-    at: datetime,
+def _stamp_source(
+    c: Candidate, registry: SourceRegistry, settings: PackSettings
 ) -> SourceSpec:
-    """Give ``c`` its source (id, owner, registry version, injection risk), the
-    source's authority (unless the item has its own) and freshness."""
+    """Give ``c`` its source (id, owner, registry version, injection risk) and
+    the source's authority (unless the item has its own): what depends on the
+    item and the registry alone, not on the request."""
     from ctxledger.warehouse.sources import source_of  # noqa: PLC0415
 
     spec = registry.spec(
@@ -737,6 +815,21 @@ def _stamp(
         c.trust = "untrusted"  # whatever the document said of itself
     if spec.authority is not None and not c.own_authority:
         c.authority = spec.authority
+    c.spec = spec
+    return spec
+
+
+def _stamp(
+    c: Candidate,
+    registry: SourceRegistry,
+    settings: PackSettings,
+    at: datetime,
+) -> SourceSpec:
+    """Give ``c`` its source (``_stamp_source``, unless a stamped row under
+    this registry already has it) and its freshness at ``at``."""
+    spec = c.spec
+    if spec is None or c.registry_version != registry.registry_version:
+        spec = _stamp_source(c, registry, settings)
     half_life = spec.freshness_half_life_days or settings.freshness_half_life_days
     c.freshness = freshness(c.effective_from, at, half_life)
     return spec
@@ -787,8 +880,10 @@ class _Greedy:
         self.candidates = candidates
         self.settings = settings
         n = len(candidates)
+        # one array call (``np.stack`` of ~160 rows took ~0.2 ms); the same
+        # float32 values as each ``np.asarray(c.vector, dtype=np.float32)``
         self.vectors = (
-            np.stack([np.asarray(c.vector, dtype=np.float32) for c in candidates])
+            np.array([c.vector for c in candidates], dtype=np.float32)
             if n
             else np.zeros((0, 1), dtype=np.float32)
         )
@@ -796,12 +891,18 @@ class _Greedy:
         self.base = np.array(values, dtype=float)
         # the fixed parts of every candidate's ``ContextScores``, rounded at
         # once (``round6``: the same values as ``round(x, 6)`` one by one)
+        parts = round6(
+            [c.relevance for c in candidates]
+            + [c.authority for c in candidates]
+            + [c.freshness for c in candidates]
+            + values
+        )
         self._fixed = list(
             zip(
-                round6([c.relevance for c in candidates]),
-                round6([c.authority for c in candidates]),
-                round6([c.freshness for c in candidates]),
-                round6(values),
+                parts[:n],
+                parts[n : 2 * n],
+                parts[2 * n : 3 * n],
+                parts[3 * n :],
                 strict=True,
             )
         )
@@ -811,101 +912,146 @@ class _Greedy:
         self.max_cos = np.full(n, -1.0)
         self.closest = np.full(n, -1, dtype=np.int64)
         # Shingles as small integer ids (one sort of every candidate's
-        # hashes): each candidate's ids (``ids[ptr[i]:ptr[i + 1]]``), each
-        # id's owners (``owners[id_ptr[s]:id_ptr[s + 1]]``) and which ids the
-        # selected text holds (``seen_ids``), so a selection is a few array
-        # operations (it was a searchsorted and a Python list of slices).
+        # hashes): each candidate's ids (``ids[ptr[i]:ptr[i + 1]]``) and which
+        # ids the selected text holds (``seen_ids``). An id only one
+        # candidate holds counts for that candidate alone; for the ids two or
+        # more hold, ``holders`` has a row (``row_of``: its row, -1 for the
+        # others) saying which, so a selection adds ``holders[its new shared
+        # ids].sum(0)`` to ``shared`` (a few array calls; the owner lists it
+        # replaced took ten, ~15 us of each of ~50 selections), and the matrix
+        # stays small (most shingles of a pack are in one candidate only).
         arrays = [_shingle_array(c.shingles) for c in candidates]
-        lengths = np.array([len(a) for a in arrays], dtype=np.int64)
+        lengths = [len(a) for a in arrays]
         hashes = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-        order = np.argsort(hashes)  # owners of one id: any order (counted)
-        ordered = hashes[order]
-        first = np.ones(len(ordered), dtype=bool)
-        first[1:] = ordered[1:] != ordered[:-1]
-        self.ids = np.empty(len(hashes), dtype=np.int64)
-        self.ids[order] = np.cumsum(first) - 1
-        self.ptr = np.concatenate(([0], np.cumsum(lengths)))
-        self.owners = np.repeat(np.arange(n, dtype=np.int64), lengths)[order]
-        self.id_ptr = np.append(np.flatnonzero(first), len(ordered))
-        self.seen_ids = np.zeros(int(first.sum()), dtype=bool)
+        _, self.ids, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+        self.ptr = [0, *itertools.accumulate(lengths)]
+        many = counts > 1
+        self.row_of = np.where(many, np.cumsum(many) - 1, -1)
+        self.holders = np.zeros((int(many.sum()), n), dtype=bool)
+        owners = np.repeat(np.arange(n), lengths)
+        rows = self.row_of[self.ids]
+        self.holders[rows[rows >= 0], owners[rows >= 0]] = True
+        self.seen_ids = np.zeros(len(counts), dtype=bool)
         self.selected: list[int] = []
-        self.seen: set[int] = set()
+        #: ``(penalty, near_duplicate)`` of every candidate against the
+        #: selection so far; None after a selection (``_now``).
+        self._current: tuple[np.ndarray, np.ndarray] | None = None
+        self._weighted = settings.redundancy_weight * self.base
+
+    @property
+    def seen(self) -> set[int]:
+        """The shingles of the selected text (what ``scores_outside`` reads,
+        for a superseded item, once or twice a pack)."""
+        out: set[int] = set()
+        for i in self.selected:
+            out |= self.candidates[i].shingles
+        return out
 
     def add(self, i: int) -> None:
         """Item ``i`` was selected: update every candidate's redundancy."""
+        self._current = None
         c = self.candidates[i]
         ids = self.ids[self.ptr[i] : self.ptr[i + 1]]
-        new = ids[~self.seen_ids[ids]]
+        new = ids[~self.seen_ids.take(ids)]
         if len(new):
             self.seen_ids[new] = True
             # every candidate holding a new shingle gains one shared shingle:
-            # the owners of each new id, ``id_ptr[s]`` up to ``id_ptr[s + 1]``
-            starts = self.id_ptr[new]
-            counts = self.id_ptr[new + 1] - starts
-            ends = np.cumsum(counts)
-            at = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1])
-            self.shared += np.bincount(self.owners[at], minlength=len(self.candidates))
-        self.seen |= c.shingles
+            # ``i`` alone for the ids no one else holds
+            rows = self.row_of.take(new)
+            rows = rows[rows >= 0]
+            self.shared[i] += len(new) - len(rows)
+            if len(rows):
+                self.shared += self.holders.take(rows, axis=0).sum(axis=0)
         sims = self.vectors @ np.asarray(c.vector, dtype=np.float32)
         better = sims > self.max_cos
-        self.max_cos[better] = sims[better]
-        self.closest[better] = i
+        np.copyto(self.max_cos, sims, where=better)
+        np.copyto(self.closest, i, where=better)
         self.selected.append(i)
 
-    def _penalty(self, base, shared, cosine):
-        s = self.settings
-        near = (shared >= s.near_duplicate_overlap) | (
-            cosine >= s.near_duplicate_cosine
-        )
-        if s.redundancy_weight == 0.0:
-            return np.zeros_like(base), np.zeros_like(near)
-        return s.redundancy_weight * base * np.where(near, 1.0, shared), near
+    def _now(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(penalty, near_duplicate)`` of every candidate now, computed once
+        per selection: the loop ranks by it and every decision until the next
+        selection reads its penalty from it (element for element the same
+        float operations as ``redundancy``: ``weight x base`` first, then
+        the factor)."""
+        if self._current is None:
+            s = self.settings
+            shared = self.shared / self.sizes
+            near = shared >= s.near_duplicate_overlap
+            near |= self.max_cos >= s.near_duplicate_cosine
+            if s.redundancy_weight == 0.0:
+                self._current = np.zeros_like(self.base), np.zeros_like(near)
+            else:
+                np.copyto(shared, 1.0, where=near)
+                self._current = self._weighted * shared, near
+        return self._current
 
     def utilities(self) -> tuple[np.ndarray, np.ndarray]:
         """Utility (rounded like the manifest) and near-duplicate flag of all."""
-        penalty, near = self._penalty(self.base, self.shared / self.sizes, self.max_cos)
-        return np.round(self.base - penalty, 6), near
+        penalty, near = self._now()
+        return (self.base - penalty).round(6), near
 
-    def _scores(self, c: Candidate, penalty: float) -> ContextScores:
+    def penalty(self, i: int) -> float:
+        """Candidate ``i``'s redundancy penalty now (``redundancy``)."""
+        return self._now()[0][i]
+
+    def closest_selected(self, i: int) -> str | None:
+        """The selected item candidate ``i`` repeats most, now: by cosine when
+        that made it a near-duplicate, else by shared shingles (None unless
+        it is a near-duplicate)."""
+        if not self._now()[1][i]:
+            return None
+        if self.max_cos[i] >= self.settings.near_duplicate_cosine:
+            return self.candidates[int(self.closest[i])].item_id
+        mine = self.candidates[i].shingles
+        return max(
+            (self.candidates[j] for j in self.selected),
+            key=lambda sel: len(sel.shingles & mine),
+        ).item_id
+
+    def scores_of(
+        self, rows: list[int], penalties: list[float]
+    ) -> list[dict[str, float]]:
+        """``ContextScores`` data of each decided candidate at the penalty it
+        was decided at: the fixed parts rounded once (``_fixed``), the
+        penalised ones in one array pass. ``np.round``, not Python's
+        ``round``: the penalty is a numpy float, and ``round`` of a numpy
+        float is numpy's rounding (they differ in ~1% of the last digits), so
+        the values are those per-decision ``round`` calls gave."""
+        if not rows:
+            return []
+        p = np.asarray(penalties, dtype=np.float64)
+        values = np.asarray(self._values, dtype=np.float64)[rows]
+        hit = (p != 0).tolist()
+        redundancy = np.round(p, 6).tolist()
+        utility = np.round(values - p, 6).tolist()
+        raw = p.tolist()
+        out = []
+        for k, i in enumerate(rows):
+            relevance, authority, freshness, base = self._fixed[i]
+            out.append(
+                {
+                    "relevance": relevance,
+                    "authority": authority,
+                    "freshness": freshness,
+                    "redundancy": redundancy[k] if hit[k] else raw[k],
+                    "utility": utility[k] if hit[k] else base,
+                }
+            )
+        return out
+
+    def _scores(self, c: Candidate, penalty: float) -> dict[str, float]:
+        """``ContextScores`` data of ``c`` at ``penalty`` (Python floats)."""
         base = c.relevance * c.authority * c.freshness
-        return ContextScores(
-            relevance=round(c.relevance, 6),
-            authority=round(c.authority, 6),
-            freshness=round(c.freshness, 6),
-            redundancy=round(penalty, 6),
-            utility=round(base - penalty, 6),
-        )
+        return {
+            "relevance": round(c.relevance, 6),
+            "authority": round(c.authority, 6),
+            "freshness": round(c.freshness, 6),
+            "redundancy": round(penalty, 6),
+            "utility": round(base - penalty, 6),
+        }
 
-    def _scores_at(self, i: int, penalty: float) -> ContextScores:
-        """``_scores(candidates[i], penalty)`` from the parts rounded once."""
-        relevance, authority, freshness, base = self._fixed[i]
-        if penalty:
-            base = round(self._values[i] - penalty, 6)
-        return ContextScores(
-            relevance=relevance,
-            authority=authority,
-            freshness=freshness,
-            redundancy=round(penalty, 6) if penalty else penalty,
-            utility=base,
-        )
-
-    def scores(self, i: int) -> tuple[ContextScores, bool, str | None]:
-        """Scores of candidate ``i`` now, whether it is a near-duplicate, and
-        the selected item it repeats most (by cosine, else by shingles)."""
-        c = self.candidates[i]
-        shared = self.shared[i] / self.sizes[i]
-        penalty, near = redundancy(self.base[i], shared, self.max_cos[i], self.settings)
-        closest = None
-        if near and self.max_cos[i] >= self.settings.near_duplicate_cosine:
-            closest = self.candidates[int(self.closest[i])].item_id
-        elif near:
-            closest = max(
-                (self.candidates[j] for j in self.selected),
-                key=lambda sel: len(sel.shingles & c.shingles),
-            ).item_id
-        return self._scores_at(i, penalty), near, closest
-
-    def scores_outside(self, c: Candidate) -> ContextScores:
+    def scores_outside(self, c: Candidate) -> dict[str, float]:
         """Scores of an item that was never a candidate (a superseded chunk)."""
         shared = overlap(c.shingles, self.seen)
         cosine = -1.0
@@ -918,21 +1064,24 @@ class _Greedy:
 
 
 # --------------------------------------------------------------------- pack
-def pack_context(
+def manifest_data(
     wh: Warehouse,
     request: PackRequest,
     policy: Policy,
     registry: SourceRegistry | None = None,
     *,
     memories: MemoryReader | None = None,
-) -> ContextManifest:
-    """Select and explain the context for ``request`` (see the module docstring).
+) -> dict[str, Any]:
+    """``pack_context``'s manifest as the data of a ``ContextManifest``: plain
+    dicts and lists in the models' field order, JSON-ready Python values,
+    not validated.
 
-    ``registry``: value items with this source registry instead of the active
-    one (``warehouse.sources.active_registry``): what-if runs and ablations.
-    ``memories``: reads the subject's memories (``Context``: from its replica
-    store; default: ``serving.memories.memories`` on ``wh``).
-    """
+    The HTTP server serialises this as it is (``orjson``: the same bytes as
+    the model's ``model_dump_json``, ``tests/unit/evidence/
+    test_manifest_data.py``), because validating ~160 items, their scores and
+    the manifest into pydantic objects and dumping them again was ~1 ms of a
+    ~6 ms /pack; ``pack_context`` validates it into the model. Every value
+    comes from validated inputs (the request, the index, the registry)."""
     from ctxledger.serving.evidence_search import embed_query  # noqa: PLC0415
 
     settings = policy.evidence.pack
@@ -945,8 +1094,9 @@ def pack_context(
     query_vec = embed_query(policy.evidence.embedding, request.query)
     candidates: list[Candidate] = []
     index = None
+    registry = registry or _registry(wh, policy)
     if request.include_evidence:
-        index, found = _evidence_candidates(wh, request, policy, query_vec)
+        index, found = _evidence_candidates(wh, request, policy, query_vec, registry)
         pending = [c for c in found if not index.has_vector[c.row]]
         if pending:
             # deferred embeddings: chunks waiting for ``ctxledger embed`` get a
@@ -963,7 +1113,6 @@ def pack_context(
         if not request.subject_id and not operators & set(request.principal_groups):
             notes.append("tool artifacts skipped: the request names no subject")
     candidates += _memory_candidates(wh, request, policy, notes, memories)
-    registry = registry or _registry(wh, policy)
     clearance = registry.clearance_of(request.principal_groups)
     for c in candidates:
         c.relevance = max(0.0, min(1.0, float(query_vec @ c.vector)))
@@ -982,16 +1131,15 @@ def pack_context(
         raise PackError(f"mandatory items not found in scope: {', '.join(missing)}")
     order = _reading_order(index) if index is not None and index.n else None
     state = _Greedy(candidates, settings)
-    chosen: list[tuple[Candidate, ContextScores, bool]] = []
-    dropped: list[DroppedItem] = [
-        DroppedItem(
-            item=_item(c, now, state._scores(c, 0.0), False),
-            reason=reason,  # type: ignore[arg-type]
-        )
-        for c, reason in source_drops
-    ]
     chosen_rows: dict[int, Candidate] = {}
     chosen_keys: dict[str, str] = {}
+    # Decisions are recorded as indices and the redundancy penalty they were
+    # taken at; their scores and manifest entries are built once the loop is
+    # done (``_Greedy.scores_of``: one array pass instead of ~165 scalar ones).
+    picks: list[tuple[int, bool]] = []
+    drops: list[tuple[int, str, str | None]] = []
+    decided: list[int] = []
+    penalties: list[float] = []
 
     def cost(c: Candidate) -> int:
         """Its tokens, plus what each join with a selected neighbour adds
@@ -1011,26 +1159,23 @@ def pack_context(
     def select(i: int, mandatory: bool) -> None:
         # called by ``greedy_select`` before the scorer (``state``) moves on
         c = candidates[i]
-        chosen.append((c, state.scores(i)[0], mandatory))
+        picks.append((i, mandatory))
+        decided.append(i)
+        penalties.append(state.penalty(i))
         chosen_keys[c.content_key] = c.item_id
         if c.row is not None:
             chosen_rows[c.row] = c
 
     def drop(i: int, reason: str) -> None:
         c = candidates[i]
-        scores, _, closest = state.scores(i)
-        why: dict[str, Any] = {}
+        duplicate_of = None
         if reason == "duplicate":
-            why = {"duplicate_of": chosen_keys[c.content_key]}
+            duplicate_of = chosen_keys[c.content_key]
         elif reason == "near_duplicate":
-            why = {"duplicate_of": closest}
-        dropped.append(
-            DroppedItem(
-                item=_item(c, now, scores, False),
-                reason=reason,  # type: ignore[arg-type]
-                **why,
-            )
-        )
+            duplicate_of = state.closest_selected(i)
+        drops.append((i, reason, duplicate_of))
+        decided.append(i)
+        penalties.append(state.penalty(i))
 
     positions = {c.item_id: i for i, c in enumerate(candidates)}
     # the selection loop is the pure one (``serving.context_pack``); this
@@ -1049,18 +1194,30 @@ def pack_context(
             f"{request.max_output_tokens} - overhead {request.overhead_tokens})"
         ),
     )
+    scored = dict(zip(decided, state.scores_of(decided, penalties), strict=True))
+    chosen = [(candidates[i], scored[i], mandatory) for i, mandatory in picks]
     selected = _merge_selected(chosen, order, now)
-    used = sum(i.token_count for i in selected)
+    used = sum(i["token_count"] for i in selected)
     if used > budget:  # not seen; the parts alone always fit
         selected = _merge_selected(chosen, None, now)
-        used = sum(i.token_count for i in selected)
-    joined_into = {part: i.item_id for i in selected for part in i.chunk_ids}
+        used = sum(i["token_count"] for i in selected)
+    joined_into = {part: i["item_id"] for i in selected for part in i["chunk_ids"]}
+    full = request.include_dropped_content
     dropped = [
-        d.model_copy(update={"duplicate_of": joined_into[d.duplicate_of]})
-        if d.duplicate_of in joined_into
-        else d
-        for d in dropped
+        _dropped(c, now, state._scores(c, 0.0), reason, full=full)
+        for c, reason in source_drops
     ]
+    for i, reason, duplicate_of in drops:
+        dropped.append(
+            _dropped(
+                candidates[i],
+                now,
+                scored[i],
+                reason,
+                duplicate_of=joined_into.get(duplicate_of, duplicate_of),
+                full=full,
+            )
+        )
     if index is not None and order is not None:
         for old, current in _superseded(
             index, order, request, policy, [c for c, _, _ in chosen], query_vec, at
@@ -1070,36 +1227,60 @@ def pack_context(
             old.relevance = max(0.0, min(1.0, float(query_vec @ old.vector)))
             _stamp(old, registry, settings, at)
             dropped.append(
-                DroppedItem(
-                    item=_item(old, now, state.scores_outside(old), False),
-                    reason="superseded",
+                _dropped(
+                    old,
+                    now,
+                    state.scores_outside(old),
+                    "superseded",
                     superseded_by=current,
+                    full=full,
                 )
             )
     manifest_id = content_hash(
-        request.model_dump(mode="json"),
-        [i.item_id for i in selected],
-        [(d.item.item_id, d.reason) for d in dropped],
+        # the decision, not the view: asking for dropped texts keeps the id
+        request.model_dump(mode="json", exclude={"include_dropped_content"}),
+        [i["item_id"] for i in selected],
+        [(d["item_id"], d["reason"]) for d in dropped],
         prefix="ctx_",
     )
-    return ContextManifest(
-        manifest_id=manifest_id,
-        tenant_id=request.tenant_id,
-        subject_id=request.subject_id,
-        purpose=request.purpose,
-        principal_groups=list(request.principal_groups),
-        query=request.query,
-        created_at=now,
-        as_of=_aware(request.as_of),
-        window_tokens=request.window_tokens,
-        max_output_tokens=request.max_output_tokens,
-        overhead_tokens=request.overhead_tokens,
-        budget_tokens=budget,
-        used_tokens=used,
-        registry_version=registry.registry_version,
-        selected=selected,
-        dropped=dropped,
-        notes=notes,
+    return {
+        "manifest_id": manifest_id,
+        "tenant_id": request.tenant_id,
+        "subject_id": request.subject_id,
+        "purpose": request.purpose,
+        "principal_groups": list(request.principal_groups),
+        "query": request.query,
+        "created_at": now,
+        "as_of": _aware(request.as_of),
+        "window_tokens": request.window_tokens,
+        "max_output_tokens": request.max_output_tokens,
+        "overhead_tokens": request.overhead_tokens,
+        "budget_tokens": budget,
+        "used_tokens": used,
+        "registry_version": registry.registry_version,
+        "selected": selected,
+        "dropped": dropped,
+        "notes": notes,
+    }
+
+
+def pack_context(
+    wh: Warehouse,
+    request: PackRequest,
+    policy: Policy,
+    registry: SourceRegistry | None = None,
+    *,
+    memories: MemoryReader | None = None,
+) -> ContextManifest:
+    """Select and explain the context for ``request`` (see the module docstring).
+
+    ``registry``: value items with this source registry instead of the active
+    one (``warehouse.sources.active_registry``): what-if runs and ablations.
+    ``memories``: reads the subject's memories (``Context``: from its replica
+    store; default: ``serving.memories.memories`` on ``wh``).
+    """
+    return ContextManifest.model_validate(
+        manifest_data(wh, request, policy, registry, memories=memories)
     )
 
 
@@ -1122,13 +1303,32 @@ def pack(
     )
 
 
+def pack_data(
+    wh: Warehouse,
+    request: PackRequest,
+    *,
+    policy: Policy | None = None,
+    registry: SourceRegistry | None = None,
+    memories: MemoryReader | None = None,
+) -> dict[str, Any]:
+    """``pack`` as the manifest's unvalidated data (``manifest_data``): what
+    the HTTP server serialises."""
+    from ctxledger.warehouse.evidence_api import _default_policy  # noqa: PLC0415
+
+    return manifest_data(
+        wh, request, policy or _default_policy(), registry, memories=memories
+    )
+
+
 __all__ = [
     "MemoryReader",
     "PackError",
     "freshness",
     "overlap",
+    "manifest_data",
     "pack",
     "pack_context",
+    "pack_data",
     "redundancy",
     "shingles",
 ]

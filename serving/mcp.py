@@ -94,9 +94,12 @@ def create_server(context: Context, principal: Principal) -> MCPServer:
         max_output_tokens: int = 0,
         overhead_tokens: int = 0,
         mandatory: list[str] | None = None,
+        include_dropped_content: bool = False,
     ) -> PackResponse:
         """A context pack for ``query`` within ``window_tokens``, with the
-        manifest of what was selected and dropped (and why)."""
+        manifest of what was selected and dropped (and why). Dropped items
+        are listed by id, kind, source, token count, scores and reason;
+        ``include_dropped_content`` adds each one's full item with its text."""
         scoped(tenant_id, subject_id)
         body = PackBody(
             query=query,
@@ -107,6 +110,7 @@ def create_server(context: Context, principal: Principal) -> MCPServer:
             max_output_tokens=max_output_tokens,
             overhead_tokens=overhead_tokens,
             mandatory=mandatory or [],
+            include_dropped_content=include_dropped_content,
         )
         manifest, snap = context.pack_at(pack_request(body, principal, operators))
         return PackResponse(snapshot_id=snap, manifest=manifest)

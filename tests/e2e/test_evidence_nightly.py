@@ -475,7 +475,8 @@ def test_tool_outputs_are_served_to_their_own_subject_only(lake, wh):
     def request(subject, **kw):
         return PackRequest(
             tenant_id="acme", principal_groups=["sre"], subject_id=subject,
-            query=query, window_tokens=8000, include_memories=False, now=NOW, **kw,
+            query=query, window_tokens=8000, include_memories=False, now=NOW,
+            include_dropped_content=True, **kw,
         )  # fmt: skip
 
     own = pack(wh, request("cust-2"), policy=lake.policy)
@@ -550,6 +551,7 @@ def _seed_request(**overrides):
         max_output_tokens=1500,
         overhead_tokens=500,
         now=NOW,
+        include_dropped_content=True,  # the tests read dropped items' fields
     )
     fields.update(overrides)
     return PackRequest(**fields)
@@ -606,6 +608,7 @@ def test_pack_joins_neighbours_and_lists_the_superseded_version(lake, wh):
             query="pods are pending because the kubelet has too many pods",
             window_tokens=2000,
             now=NOW,
+            include_dropped_content=True,
         ),
         policy=lake.policy,
     )
@@ -636,6 +639,7 @@ def test_injected_instruction_comes_back_as_untrusted_data(lake, wh):
             query="how do I rotate the key",
             window_tokens=8000,
             now=NOW,
+            include_dropped_content=True,
         ),
         policy=lake.policy,
     )

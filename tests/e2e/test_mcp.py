@@ -47,6 +47,11 @@ async def _session(wh: Path, tokens: Path) -> dict:
         out["search"] = await client.call_tool("search", {"query": "plan", "k": 3})
         pack = {"query": "which plan", "window_tokens": 300, **args}
         out["pack"] = await client.call_tool("pack", pack)
+        # a 1-token window: the subject's fact is dropped (listed, not selected)
+        tight = {**pack, "window_tokens": 1}
+        out["slim"] = await client.call_tool("pack", tight)
+        full = {**tight, "include_dropped_content": True}
+        out["full"] = await client.call_tool("pack", full)
         other = {**args, "tenant_id": "globex"}
         out["other_tenant"] = await client.call_tool("memories", other)
         out["other_subject"] = await client.call_tool(
@@ -75,6 +80,19 @@ def test_mcp_client_calls_the_three_tools_over_stdio(tmp_path):
     manifest = pack.structured_content["manifest"]
     assert manifest["tenant_id"] == "acme"
     assert manifest["principal_groups"] == ["support"]
+    # dropped items: their summary by default, the whole item on request
+    slim = out["slim"].structured_content["manifest"]
+    full = out["full"].structured_content["manifest"]
+    assert not slim["selected"] and not full["selected"]
+    (summary,) = slim["dropped"]
+    assert summary["kind"] == "fact" and summary["item"] is None
+    assert summary["reason"] in ("over_budget", "low_relevance")
+    (listed,) = full["dropped"]
+    same = ("item_id", "kind", "source", "token_count", "reason")
+    assert [listed[k] for k in same] == [summary[k] for k in same]
+    assert listed["item"]["item_id"] == summary["item_id"]
+    assert '"text":"Plan: Pro"' in listed["item"]["content"]
+    assert full["manifest_id"] == slim["manifest_id"]
     for refused in (out["other_tenant"], out["other_subject"]):
         assert refused.is_error
         assert "403" in refused.content[0].text

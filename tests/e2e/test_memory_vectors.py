@@ -100,6 +100,7 @@ def test_pack_embeds_only_memories_without_a_stored_vector(lake, monkeypatch):
                 query="email please",
                 window_tokens=2000,
                 include_evidence=False,
+                include_dropped_content=True,
             ),
             policy=policy,
         )

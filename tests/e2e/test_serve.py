@@ -10,7 +10,11 @@ new snapshot after the commit.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -172,12 +176,10 @@ def test_reads_are_scoped_by_the_token(served):
     assert [h["doc_id"] for h in hits] == ["cache-runbook"]
     # the same query with another tenant's token: its own (empty) tenant
     assert client.post("/search", json=search, headers=GLOBEX).json()["hits"] == []
-    pack = client.post(
-        "/pack",
-        json={"query": search["query"], "window_tokens": 400, "subject_id": "u1",
-              "purpose": "support"},
-        headers=ACME,
-    )  # fmt: skip
+    body = {"query": search["query"], "window_tokens": 400, "subject_id": "u1",
+            "purpose": "support", "now": NOW.isoformat()}  # fmt: skip
+    full = {**body, "include_dropped_content": True}
+    pack = client.post("/pack", json=full, headers=ACME)
     assert pack.status_code == 200, pack.text
     manifest = pack.json()["manifest"]
     selected = manifest["selected"]
@@ -186,6 +188,14 @@ def test_reads_are_scoped_by_the_token(served):
     assert len(facts) == 1 and '"text":"Plan: Pro"' in facts[0]["content"]
     assert "cache-runbook" in {i["doc_id"] for i in selected}
     assert pack.json()["manifest"]["principal_groups"] == ["support"]
+    # by default a dropped item is its summary: the same decisions, no text
+    slim = client.post("/pack", json=body, headers=ACME).json()["manifest"]
+    assert slim["manifest_id"] == manifest["manifest_id"]
+    assert slim["selected"] == selected
+    assert [{**d, "item": None} for d in manifest["dropped"]] == slim["dropped"]
+    for d in manifest["dropped"]:
+        summary = {k: d["item"][k] for k in ("item_id", "kind", "source")}
+        assert summary == {k: d[k] for k in summary}
 
 
 def test_a_token_of_tenant_a_asking_for_tenant_b_gets_403(served):
@@ -270,3 +280,65 @@ def test_a_nightly_commits_while_the_server_answers(served, lake, job_server):
     first_new = next(r[0] for r in results if r[2] != before)
     assert first_new <= committed + 20
     assert all("queue-runbook" not in r[3] for r in results if r[2] == before)
+
+
+def _listeners(port: int) -> set[int]:
+    """Pids with a TCP socket listening on ``port`` (``/proc``, Linux)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    pids = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            links = {os.readlink(fd) for fd in fd_dir.iterdir()}
+        except OSError:
+            continue
+        if links & inodes:
+            pids.add(int(fd_dir.parent.name))
+    return pids
+
+
+def test_serve_workers_listen_each_on_the_port_and_stop_cleanly(lake, tmp_path):
+    """``ctxledger serve --workers 2``: each worker process listens on its own
+    SO_REUSEPORT socket (so the kernel spreads connections over them), /pack
+    answers on every connection, and SIGTERM stops the server with every
+    worker's snapshot copy deleted."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    tokens = write_tokens(tmp_path / "tokens.json")
+    argv = [sys.executable, "-m", "ctxledger.jobs.cli", "serve", "--tokens",
+            str(tokens), "-w", str(lake / "wh"), "--port", str(port),
+            "--workers", "2"]  # fmt: skip
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "TMPDIR": str(tmp)},
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while log.read_text(errors="replace").count("startup complete") < 2:
+            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.5)
+        workers = _listeners(port)
+        assert len(workers) == 2 and proc.pid not in workers
+        body = {"query": "rotate the build cache", "window_tokens": 300}
+        url = f"http://127.0.0.1:{port}/pack"
+        for _ in range(8):  # a new connection each
+            with httpx.Client(timeout=30) as client:
+                answer = client.post(url, json=body, headers=ACME)
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["manifest"]["tenant_id"] == "acme"
+        assert [p.name for p in tmp.glob("ctxledger-serve-*")]  # while serving
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    assert rc == 0, log.read_text(errors="replace")[-3000:]
+    assert not list(tmp.glob("ctxledger-serve-*"))

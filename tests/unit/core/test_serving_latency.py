@@ -202,13 +202,12 @@ def test_blas_runs_on_the_threads_a_server_asks_for():
 
 
 def test_serve_workers_gives_each_worker_process_its_own_context(monkeypatch, tmp_path):
-    """``ctxledger serve --workers N``: uvicorn's factory (``worker_app``) in
-    each worker opens its own ``Context`` with the server's arguments (from
-    the environment, so they reach spawned processes), and the app closes it
-    at shutdown."""
+    """``ctxledger serve --workers N``: the supervisor (``Workers``) runs N
+    processes, and the factory each one calls (``worker_app``) opens its own
+    ``Context`` with the server's arguments (from the environment, so they
+    reach spawned processes); the app closes it at shutdown."""
     import json
 
-    import uvicorn
     from fastapi.testclient import TestClient
 
     from ctxledger.serving import http
@@ -216,15 +215,16 @@ def test_serve_workers_gives_each_worker_process_its_own_context(monkeypatch, tm
     tokens = tmp_path / "tokens.json"
     row = {"token": "t" * 20, "tenant": "acme", "groups": ["support"]}
     tokens.write_text(json.dumps({"tokens": [row]}))
-    ran: dict = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: ran.update(app=app, **kw))
+    ran: list = []
+    monkeypatch.setattr(
+        http.Workers, "run", lambda self: ran.append((self.count, self.port))
+    )
     monkeypatch.delenv(http.WORKER_ENV, raising=False)
     http.serve_workers(
         "wh", str(tokens), workers=3, port=9, catalog=None, policy_file=None,
         poll_s=2.0,
     )  # fmt: skip
-    assert ran["app"] == "ctxledger.serving.http:worker_app" and ran["factory"]
-    assert ran["workers"] == 3 and ran["port"] == 9
+    assert ran == [(3, 9)]
 
     opened: list = []
 
@@ -250,3 +250,59 @@ def test_serve_workers_gives_each_worker_process_its_own_context(monkeypatch, tm
         assert client.get("/health").json() == {"status": "ok", "snapshot_id": 7}
         assert not _Context.closed
     assert _Context.closed
+
+
+def test_each_worker_listens_on_its_own_socket_and_the_kernel_spreads_connections():
+    """What ``Workers`` rests on: sockets bound with SO_REUSEPORT share a
+    port, each new connection goes to one of the listening ones (by a hash of
+    its addresses, not to whichever process wakes first), a bound socket that
+    does not listen gets none, and a process without the option cannot take
+    the port."""
+    import errno
+    import socket
+
+    from ctxledger.serving.http import reuseport_socket
+
+    held = reuseport_socket("127.0.0.1", 0, listen=False)
+    port = held.getsockname()[1]
+    workers = [reuseport_socket("127.0.0.1", port) for _ in range(2)]
+    clients = []
+    try:
+        for _ in range(64):
+            clients.append(socket.create_connection(("127.0.0.1", port)))
+        accepted = []
+        for sock in workers:
+            sock.setblocking(False)
+            count = 0
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except BlockingIOError:
+                    break
+                conn.close()
+                count += 1
+            accepted.append(count)
+        assert sum(accepted) == 64 and min(accepted) > 0, accepted  # 2**-63 odds
+        other = socket.socket()
+        with pytest.raises(OSError) as taken:
+            other.bind(("127.0.0.1", port))
+        other.close()
+        assert taken.value.errno == errno.EADDRINUSE
+    finally:
+        for sock in [*clients, *workers, held]:
+            sock.close()
+
+
+def test_a_worker_that_cannot_start_stops_the_server(monkeypatch, tmp_path):
+    """A worker that dies before it serves (here: no warehouse) would die
+    the same way on every restart: the supervisor stops and says so."""
+    import json
+
+    from ctxledger.serving import http
+
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": [{"token": "t" * 20, "tenant": "a"}]}))
+    spec = {"warehouse": str(tmp_path / "missing"), "tokens": str(tokens)}
+    monkeypatch.setenv(http.WORKER_ENV, json.dumps(spec))
+    with pytest.raises(RuntimeError, match="failed to start"):
+        http.Workers(1, "127.0.0.1", 0).run()

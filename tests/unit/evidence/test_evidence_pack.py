@@ -198,7 +198,7 @@ def test_near_duplicate_text_is_dropped_and_names_what_it_repeats(
     selected_ids = {i.item_id for i in manifest.selected}
     for d in near:
         assert d.duplicate_of in selected_ids
-        assert d.item.scores.utility <= 0 or d.reason == "duplicate"
+        assert d.scores.utility <= 0 or d.reason == "duplicate"
     # what is selected holds no text twice: each shingle is in one item only
     seen: set[int] = set()
     for item in manifest.selected:

@@ -137,6 +137,7 @@ def _run(monkeypatch, policy, index, reg, groups=("support",)):
         window_tokens=2000,
         include_memories=False,
         now=NOW,
+        include_dropped_content=True,  # the tests read dropped items' doc ids
     )
     return pack_context(SimpleNamespace(), request, policy, registry=reg)
 
