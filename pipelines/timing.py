@@ -46,6 +46,9 @@ TIMINGS_DIR = "_timings"
 PROGRESS_FLUSH_SECONDS = 2.0
 #: Output tag of every stage's dead letters (``pvalue.TaggedOutput.tag``).
 DEAD_LETTER_TAG = "dead_letter"
+#: Output tags that repeat records a stage already emitted under another tag
+#: (the redact stage's per-session bundles): neither outputs nor dead letters.
+UNCOUNTED_TAGS = frozenset({"session_records"})
 
 #: Display and sort order of the stages the pipeline times; others follow.
 STAGE_ORDER = (
@@ -94,11 +97,13 @@ class StageClock:
 
     def count(self, outputs: Iterable[Any]) -> None:
         """Count emitted elements; a ``TaggedOutput`` to the dead-letter tag
-        (duck-typed: no Beam here) is a dead letter, everything else an output."""
+        (duck-typed: no Beam here) is a dead letter, one to an
+        ``UNCOUNTED_TAGS`` tag is neither, everything else an output."""
         for out in outputs:
-            if getattr(out, "tag", None) == DEAD_LETTER_TAG:
+            tag = getattr(out, "tag", None)
+            if tag == DEAD_LETTER_TAG:
                 self.dead += 1
-            else:
+            elif tag not in UNCOUNTED_TAGS:
                 self.outputs += 1
 
     def due(self) -> bool:

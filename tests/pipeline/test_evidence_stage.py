@@ -18,6 +18,7 @@ from ctxledger.pipelines.evidence.documents import RunInfo, build_document, text
 from ctxledger.pipelines.evidence.embed import Embedder
 from ctxledger.pipelines.evidence.landing import discover_documents
 from ctxledger.pipelines.evidence.transforms import ChunkEvidence
+from ctxledger.pipelines.ingest.grouped import group_records
 from ctxledger.schemas import Artifact, Message, Session
 from ctxledger.schemas.arrow import to_table
 from ctxledger.schemas.evidence import EvidenceChunk
@@ -129,8 +130,8 @@ def test_chunk_evidence_outputs_and_dead_letters(tmp_path):
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create(artifacts),
-            "messages": p | "Messages" >> beam.Create(messages),
-            "sessions": p | "Sessions" >> beam.Create(sessions),
+            "sessions": p
+            | "Sessions" >> beam.Create(group_records(sessions, messages)),
         } | ChunkEvidence(config, POLICY, KEY)
         assert_that(
             out["documents"]
@@ -214,7 +215,6 @@ def test_known_texts_reuse_the_stored_vector(tmp_path):
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create([]),
-            "messages": p | "Messages" >> beam.Create([]),
             "sessions": p | "Sessions" >> beam.Create([]),
         } | ChunkEvidence(config, policy, KEY)
         assert_that(
@@ -254,7 +254,6 @@ def test_embedding_failures_become_dead_letters(tmp_path, monkeypatch):
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create([]),
-            "messages": p | "Messages" >> beam.Create([]),
             "sessions": p | "Sessions" >> beam.Create([]),
         } | ChunkEvidence(config, POLICY, KEY)
         # one batch holds every text: all three chunks fail together, none is lost
@@ -300,7 +299,6 @@ def test_deferred_mode_commits_pending_chunks_without_a_model(tmp_path, monkeypa
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create([]),
-            "messages": p | "Messages" >> beam.Create([]),
             "sessions": p | "Sessions" >> beam.Create([]),
         } | ChunkEvidence(config, policy, KEY)
         assert_that(
