@@ -161,6 +161,9 @@ def run_nightly(
 
     from ctxledger.pipelines.graph import build_batch_graph
     from ctxledger.pipelines.models import local_workers, sized_worker_threads
+    from ctxledger.pipelines.runtime import tune_collector
+
+    tune_collector()  # the launcher too: it holds every model in one process
 
     key = load_key(Path(key_file) if key_file else None)
     runner = _runner_name(beam_args)

@@ -13,7 +13,9 @@ commit step runs every upstream bundle has flushed.
 ``timed("redact")`` decorates a ``DoFn`` class: its ``process`` is timed with its
 outputs materialised first (Beam runs fused downstream steps while a generator
 yields, which would otherwise be counted here too) and its ``finish_bundle``
-flushes. Timings are diagnostics: a clock that cannot write its file logs a
+flushes. Its ``setup`` first tunes the process's garbage collector
+(``pipelines.runtime``: every process that runs a timed step holds the
+models). Timings are diagnostics: a clock that cannot write its file logs a
 warning and the run goes on. No Beam import here (DESIGN.md convention 1).
 
 The same files carry live progress: each clock also counts the elements its
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ctxledger.pipelines.runtime import tune_collector
 from ctxledger.schemas.operations import StageTiming
 
 log = logging.getLogger(__name__)
@@ -167,6 +170,7 @@ def timed(stage: str) -> Callable[[type[T]], type[T]]:
     def decorate(cls: type[T]) -> type[T]:
         process = cls.process  # type: ignore[attr-defined]
         finish = cls.__dict__.get("finish_bundle")
+        setup = getattr(cls, "setup", None)
 
         @functools.wraps(process)
         def timed_process(self, *args, **kwargs):
@@ -183,8 +187,15 @@ def timed(stage: str) -> Callable[[type[T]], type[T]]:
                 return finish(self)
             return None
 
+        def tuned_setup(self):
+            tune_collector()
+            if setup is not None:
+                return setup(self)
+            return None
+
         cls.process = timed_process  # type: ignore[attr-defined]
         cls.finish_bundle = finish_bundle  # type: ignore[attr-defined]
+        cls.setup = tuned_setup  # type: ignore[attr-defined]
         return cls
 
     return decorate
