@@ -290,15 +290,37 @@ def pending_chunks(element, model: str):
         )
 
 
+@timed("evidence_embed")
+class DeferEmbeddingFn(beam.DoFn):
+    """``pending_chunks`` as a timed step: in deferred mode it is the stage's
+    only step when nothing can be reused (no lookups), and the run's
+    ``stage_timings`` still list the stage."""
+
+    def __init__(self, config: JobConfig, model: str):
+        self.config = config
+        self.model = model
+
+    def process(self, element):
+        yield from pending_chunks(element, self.model)
+
+
+#: Keys per ``LookupEmbeddingsFn`` batch: one warehouse query per batch, so
+#: a fixed large batch (adaptive batching started at 1 and doubled: eleven
+#: queries per worker for section A's 1,769 chunks, two now).
+LOOKUP_BATCH = 512
+
+
 class EmbedChunks(beam.PTransform):
     """``ChunkDraft`` s -> ``EvidenceChunk`` s (reused or newly embedded) + dead
     letters (none in deferred mode, which embeds nothing); each distinct
-    ``(tenant, text)`` is embedded at most once."""
+    ``(tenant, text)`` is embedded at most once. ``reuse=False`` (the warehouse
+    holds no vector of the model: ``has_stored_vectors``) skips the lookups."""
 
-    def __init__(self, config: JobConfig, policy):
+    def __init__(self, config: JobConfig, policy, reuse: bool = True):
         super().__init__()
         self.config = config
         self.settings = policy.evidence.embedding
+        self.reuse = reuse
 
     def expand(self, drafts):
         model = self.settings.model
@@ -311,24 +333,34 @@ class EmbedChunks(beam.PTransform):
                 lambda key, ds: (key, sorted(ds, key=lambda d: d.fields["chunk_id"]))
             )
         )
-        looked_up = (
-            grouped
-            | "BatchLookups" >> beam.BatchElements(min_batch_size=1, max_batch_size=512)
-            | "LookupEmbeddings"
-            >> beam.ParDo(LookupEmbeddingsFn(self.config, model)).with_outputs(
-                "to_embed", main="reused"
+        if self.reuse:
+            looked_up = (
+                grouped
+                | "BatchLookups"
+                >> beam.BatchElements(
+                    min_batch_size=LOOKUP_BATCH, max_batch_size=LOOKUP_BATCH
+                )
+                | "LookupEmbeddings"
+                >> beam.ParDo(LookupEmbeddingsFn(self.config, model)).with_outputs(
+                    "to_embed", main="reused"
+                )
             )
-        )
+            reused, to_embed = [looked_up.reused], looked_up.to_embed
+        else:
+            reused = []
+            to_embed = grouped | "NothingToReuse" >> beam.MapTuple(
+                lambda _key, drafts: (tuple(drafts), drafts[0].text)
+            )
         if self.settings.mode == "deferred":
             # No model in this run: the chunks are committed without a vector
             # (BM25 finds them at once); ``ctxledger embed`` fills them later.
-            pending = looked_up.to_embed | "DeferEmbedding" >> beam.FlatMap(
-                pending_chunks, model
+            pending = to_embed | "DeferEmbedding" >> beam.ParDo(
+                DeferEmbeddingFn(self.config, model)
             )
-            chunks = (looked_up.reused, pending) | "FlattenChunks" >> beam.Flatten()
+            chunks = [*reused, pending] | "FlattenChunks" >> beam.Flatten()
             return {"evidence_chunks": chunks}  # nothing embedded: no failures
         embedded = (
-            looked_up.to_embed
+            to_embed
             | "BatchTexts"
             >> beam.BatchElements(
                 min_batch_size=self.settings.min_batch_size,
@@ -339,7 +371,7 @@ class EmbedChunks(beam.PTransform):
                 DEAD_LETTER, main="chunks"
             )
         )
-        chunks = (looked_up.reused, embedded.chunks) | "FlattenChunks" >> beam.Flatten()
+        chunks = [*reused, embedded.chunks] | "FlattenChunks" >> beam.Flatten()
         return {"evidence_chunks": chunks, DEAD_LETTER: embedded[DEAD_LETTER]}
 
 
@@ -367,11 +399,12 @@ class ChunkEvidence(beam.PTransform):
     "dead_letter"}``. A tool output's sightings (time, tool, subject) come
     from the session groups' messages."""
 
-    def __init__(self, config: JobConfig, policy, key: bytes):
+    def __init__(self, config: JobConfig, policy, key: bytes, reuse: bool = True):
         super().__init__()
         self.config = config
         self.policy = policy
         self.key = key
+        self.reuse = reuse
 
     def expand(self, inputs):
         # Without a "documents" input (a run with no new document files) the
@@ -397,7 +430,9 @@ class ChunkEvidence(beam.PTransform):
         )
         parts = [chunked] if parsed is None else [parsed, chunked]
         drafts = [p.chunks for p in parts] | "FlattenDrafts" >> beam.Flatten()
-        embedded = drafts | "EmbedChunks" >> EmbedChunks(self.config, self.policy)
+        embedded = drafts | "EmbedChunks" >> EmbedChunks(
+            self.config, self.policy, self.reuse
+        )
         dead = [p[DEAD_LETTER] for p in parts]
         if embedded.get(DEAD_LETTER) is not None:
             dead.append(embedded[DEAD_LETTER])
@@ -411,35 +446,42 @@ class ChunkEvidence(beam.PTransform):
         }
 
 
-def evidence_branch(redacted, config: JobConfig, policy, pipeline) -> dict[str, Any]:
+def evidence_branch(
+    redacted, config: JobConfig, policy, pipeline, lake=None
+) -> dict[str, Any]:
     """The nightly graph's evidence branch (registered in ``pipelines.graph``).
 
     Documents come from ``config.docs`` (files the warehouse has not processed);
-    tool artifacts are this run's ``artifacts``.
+    tool artifacts are this run's ``artifacts``. Whether any vector of the
+    model is stored (else no lookups) is read from ``lake`` (or a warehouse
+    opened for it).
     """
     from ctxledger.pipelines.evidence.landing import discover_documents
     from ctxledger.pipelines.ingest.landing import KnownFiles, new_items
     from ctxledger.pipelines.redact.keys import load_key
-    from ctxledger.warehouse.evidence_api import processed_document_files
+    from ctxledger.warehouse.evidence_api import (
+        has_stored_vectors,
+        processed_document_files,
+    )
 
     items = []
-    if config.docs:
-        found = discover_documents(
-            config.docs, config.default_tenant, policy.evidence.documents.suffixes
-        )
-        known = KnownFiles.from_rows(
-            processed_document_files(
-                config.warehouse, catalog=config.catalog, data_path=config.data_path
+    with config.reading(lake) as wh:
+        if config.docs:
+            found = discover_documents(
+                config.docs, config.default_tenant, policy.evidence.documents.suffixes
             )
-        )
-        items = new_items(found.items, known)
+            known = KnownFiles.from_rows(
+                processed_document_files(config.warehouse, wh=wh)
+            )
+            items = new_items(found.items, known)
+        reuse = has_stored_vectors(wh, policy.evidence.embedding.model)
     key = load_key(Path(config.key_file) if config.key_file else None)
     inputs = {"artifacts": redacted.artifacts, "sessions": redacted.grouped}
     if items:  # no document files: no parse step (``ChunkEvidence``)
         inputs["documents"] = pipeline | "ListDocumentFiles" >> beam.Create(
             items, reshuffle=False
         )
-    out = inputs | "ChunkEvidence" >> ChunkEvidence(config, policy, key)
+    out = inputs | "ChunkEvidence" >> ChunkEvidence(config, policy, key, reuse)
     return {
         **({"document_files": out["document_files"]} if items else {}),
         "documents": out["documents"],

@@ -170,7 +170,7 @@ class BuildLedger(beam.PTransform):
         ).with_outputs(TRAIL, DEAD_LETTER, main=LEDGER)
 
 
-def ledger_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
+def ledger_branch(redacted, config: JobConfig, policy, pipeline, lake=None) -> dict:
     """The nightly graph's ledger branch (see ``pipelines.graph.BRANCHES``)."""
     out = redacted.grouped | "BuildLedger" >> BuildLedger(config, policy.ledger)
     return {

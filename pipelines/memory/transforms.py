@@ -557,7 +557,7 @@ class ExtractMemories(beam.PTransform):
         }
 
 
-def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
+def memory_branch(redacted, config: JobConfig, policy, pipeline, lake=None) -> dict:
     """The nightly graph's memory branch (``pipelines.graph.BRANCHES``).
 
     Reads, at graph construction, the consent already stored and which input
@@ -566,7 +566,7 @@ def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
     from ctxledger.pipelines.ingest.landing import KnownFiles
     from ctxledger.warehouse.memory_api import known_input_files, load_consent
 
-    with config.open_warehouse() as wh:
+    with config.reading(lake) as wh:
         consent = load_consent(wh)
         known = KnownFiles.from_rows(known_input_files(wh))
     inputs = new_inputs(
