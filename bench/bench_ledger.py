@@ -237,14 +237,16 @@ def main() -> None:
 
 def beam_run(files: list[Path], settings) -> float:
     """The same sessions through Beam: files are parsed and normalised on the
-    workers (as in the nightly graph), then grouped and built by ``BuildLedger``."""
+    workers (as in the nightly graph), bundled per session, grouped by
+    ``GroupSessions`` and built by ``BuildLedger``."""
     import tempfile
 
     import apache_beam as beam
-    from apache_beam import pvalue
 
     from ctxledger.pipelines.config import JobConfig
+    from ctxledger.pipelines.ingest.grouped import SessionRecords
     from ctxledger.pipelines.ledger.transforms import BuildLedger
+    from ctxledger.pipelines.redact.transforms import GroupSessions
 
     config = JobConfig(
         job="bench",
@@ -255,30 +257,24 @@ def beam_run(files: list[Path], settings) -> float:
         code_version="bench",
     )
 
-    def records(path: str):
+    def bundles(path: str):
         for item_path, draft in drafts([Path(path)]):
             built = normalize_one(item_path, draft)
-            yield built.session
-            for tag in ("messages", "observations", "artifacts"):
-                for record in getattr(built, tag):
-                    yield pvalue.TaggedOutput(tag, record)
+            records = SessionRecords.of(
+                built.session, built.messages, built.observations, built.artifacts
+            )
+            yield records.session_id, records
 
     started = time.perf_counter()
     with beam.Pipeline() as pipeline:
-        parsed = (
+        out = (
             pipeline
             | beam.Create([str(f) for f in files])
             | beam.Reshuffle()
-            | beam.FlatMap(records).with_outputs(
-                "messages", "observations", "artifacts", main="sessions"
-            )
+            | beam.FlatMap(bundles)
+            | GroupSessions()
+            | BuildLedger(config, settings)
         )
-        out = {
-            "sessions": parsed.sessions,
-            "messages": parsed.messages,
-            "tool_observations": parsed.observations,
-            "artifacts": parsed.artifacts,
-        } | BuildLedger(config, settings)
         _ = out.compression_ledger | beam.combiners.Count.Globally()
     return time.perf_counter() - started
 

@@ -6,12 +6,13 @@ and MB/s of the whole run, the time of an idempotent re-run (nothing new), and t
 ratio of the whole pipeline to the redact stage alone on the same messages (the
 baseline: what Beam, parsing, ids, token counts and the commit cost on top).
 
-Then the documented multi-process flags against one process (issue 14): the same
+Then the documented local-worker flags against one process (issue 14): the same
 landing through ``ctxledger``'s nightly in a fresh interpreter, once with the
-default DirectRunner and once with ``--direct_num_workers=N
---direct_running_mode=multi_processing``, each without any ``OMP_NUM_THREADS``
-style variable (as a user runs it; ``--keep-thread-env`` keeps the caller's):
-wall and CPU seconds (workers included) and the speed-up. The launcher sizes
+default DirectRunner, once with ``--direct_num_workers=N
+--direct_running_mode=multi_processing`` and once with ``multi_threading``, each
+without any ``OMP_NUM_THREADS`` style variable (as a user runs it;
+``--keep-thread-env`` keeps the caller's): wall and CPU seconds (workers
+included) and the speed-ups. The launcher sizes
 each worker to cores / workers threads (``pipelines.models``); without that the
 workers oversubscribe the cores and the flags made the nightly 4x slower.
 
@@ -121,27 +122,32 @@ def run_child(landing: Path, warehouse: Path, beam_args: list[str], keep_env: bo
 
 
 def compare_runners(landing: Path, tmp: Path, workers: int, keep_env: bool) -> None:
-    """One process vs ``workers`` local processes on the same landing."""
-    flags = [
-        f"--direct_num_workers={workers}",
-        "--direct_running_mode=multi_processing",
-    ]
+    """One process vs ``workers`` local workers on the same landing, in both
+    of the DirectRunner's local modes: worker processes (``multi_processing``)
+    and worker threads of one process (``multi_threading``)."""
     one_wall, one_cpu, one_rss, _ = run_child(landing, tmp / "wh_one", [], keep_env)
-    multi_wall, multi_cpu, multi_rss, worker_rss = run_child(
-        landing, tmp / "wh_multi", flags, keep_env
-    )
     env = "caller's thread env" if keep_env else "no OMP_NUM_THREADS-style env"
     print(f"  runners ({os.cpu_count()} cores, {env}, fresh interpreters):")
     print(
         f"    one process:       {one_wall:6.1f}s wall, {one_cpu:6.1f}s CPU, "
         f"peak RSS {one_rss:,.0f} MB"
     )
-    print(
-        f"    {workers} processes:       {multi_wall:6.1f}s wall, "
-        f"{multi_cpu:6.1f}s CPU, peak RSS {multi_rss:,.0f} MB launcher + "
-        f"{worker_rss:,.0f} MB largest worker ({' '.join(flags)})"
-    )
-    print(f"    speed-up of the multi-process flags: {one_wall / multi_wall:.2f}x")
+    for mode in ("multi_processing", "multi_threading"):
+        flags = [f"--direct_num_workers={workers}", f"--direct_running_mode={mode}"]
+        wall, cpu, rss, worker_rss = run_child(
+            landing, tmp / f"wh_{mode}", flags, keep_env
+        )
+        kind = "processes" if mode == "multi_processing" else "threads  "
+        workers_rss = (
+            f" + {worker_rss:,.0f} MB largest worker"
+            if mode == "multi_processing"
+            else ""
+        )
+        print(
+            f"    {workers} {kind}:       {wall:6.1f}s wall, {cpu:6.1f}s CPU, "
+            f"peak RSS {rss:,.0f} MB{workers_rss} ({' '.join(flags)})"
+        )
+        print(f"    speed-up of {mode}: {one_wall / wall:.2f}x")
 
 
 _TINY = (

@@ -85,10 +85,7 @@ def run_nightly(
     docs: str | Path | None = None,
 ) -> NightlyResult:
     """Process landing files the warehouse has not seen; commit them as one run."""
-    from ctxledger.pipelines.memory.inputs import new_inputs
-    from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.schemas.policy import load_policy
-    from ctxledger.warehouse.memory_api import known_input_files
 
     started_at = datetime.now(UTC)
     policy = load_policy(policy_file)
@@ -97,15 +94,66 @@ def run_nightly(
     catalog = catalog_location(catalog) if catalog else None
     progress(f"scanning {landing}")
     found = discover(landing, default_tenant)
-    with Warehouse.open(
-        warehouse, create=True, catalog=catalog, data_path=data_path
-    ) as wh:
-        known = KnownFiles.from_rows(wh.processed_files())
-        known_inputs = KnownFiles.from_rows(known_input_files(wh))
-    memory_inputs = new_inputs(consent, system_records, default_tenant, known_inputs)
-    new_docs = _new_documents(
-        docs, default_tenant, policy, warehouse, catalog, data_path
+    # The launcher's one connection for what the graph needs to know (the
+    # stages read stored consent and vectors on it too): every open attaches
+    # the catalog again. Closed before the pipeline runs: a held attach of a
+    # local catalog file would block the run's own commit.
+    lake = Warehouse.open(warehouse, create=True, catalog=catalog, data_path=data_path)
+    try:
+        result, config, new_items = _plan(
+            lake,
+            found,
+            policy,
+            landing,
+            warehouse,
+            catalog,
+            data_path,
+            default_tenant=default_tenant,
+            source_format=source_format,
+            policy_file=policy_file,
+            key_file=key_file,
+            consent=consent,
+            system_records=system_records,
+            llm_endpoint=llm_endpoint,
+            llm_model=llm_model,
+            docs=docs,
+        )
+        if config is None:
+            lake.close()
+            progress("nothing new to process; retention purge")
+            purge = _retention_only(warehouse, policy, catalog, data_path)
+            result.retention, result.memory_maintenance = purge.counts, purge.memory
+            _refresh_serving(warehouse, catalog, data_path, progress)
+            return result
+        stage_lines = _run_pipeline(
+            lake, config, new_items, policy, started_at, found, beam_args, progress
+        )
+    finally:
+        lake.close()
+    with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
+        result.manifest = load_run(wh, config.run_id)
+    if stage_lines is not None and result.manifest is not None:
+        stage_lines.settle(result.manifest.stage_timings)
+    progress("retention: history purge and compaction after the commit")
+    result.retention, result.memory_maintenance = _after_commit(
+        warehouse, policy, result.manifest, catalog, data_path
     )
+    _refresh_serving(warehouse, catalog, data_path, progress)
+    return result
+
+
+def _plan(lake, found, policy, landing, warehouse, catalog, data_path, **opts):
+    """What is new (read on the launcher's ``lake``): the result so far, the
+    run's ``JobConfig`` (None when nothing is new) and the new landing items."""
+    from ctxledger.pipelines.memory.inputs import new_inputs
+    from ctxledger.warehouse.memory_api import known_input_files
+
+    default_tenant, docs = opts["default_tenant"], opts["docs"]
+    consent, system_records = opts["consent"], opts["system_records"]
+    known = KnownFiles.from_rows(lake.processed_files())
+    known_inputs = KnownFiles.from_rows(known_input_files(lake))
+    memory_inputs = new_inputs(consent, system_records, default_tenant, known_inputs)
+    new_docs = _new_documents(lake, docs, default_tenant, policy)
     # Landing identity = tenant folder + subject folder + bytes: the same bytes
     # under two tenants are two files; under two names of one tenant, one file.
     new_items = unseen_items(found.items, known)
@@ -118,12 +166,8 @@ def run_nightly(
         docs_new=len(new_docs),
     )
     if not new_items and not memory_inputs and not new_docs:
-        progress("nothing new to process; retention purge")
-        purge = _retention_only(warehouse, policy, catalog, data_path)
-        result.retention, result.memory_maintenance = purge.counts, purge.memory
-        _refresh_serving(warehouse, catalog, data_path, progress)
-        return result
-
+        return result, None, new_items
+    key_file, policy_file = opts["key_file"], opts["policy_file"]
     config = JobConfig(
         job="nightly",
         run_id=run_id_for(
@@ -138,7 +182,7 @@ def run_nightly(
         catalog=catalog,
         data_path=data_path,
         default_tenant=default_tenant,
-        source_format=source_format,
+        source_format=opts["source_format"],
         policy_file=str(policy_file) if policy_file else None,
         policy_version=policy.policy_version,
         code_version=code_version(),
@@ -148,12 +192,28 @@ def run_nightly(
         system_records_input=(
             str(Path(system_records).resolve()) if system_records else None
         ),
-        llm_endpoint=llm_endpoint,
-        llm_model=llm_model,
+        llm_endpoint=opts["llm_endpoint"],
+        llm_model=opts["llm_model"],
         docs=str(Path(docs).resolve()) if docs else None,
         attempt=new_attempt(),
     )
     result.run_id = config.run_id
+    return result, config, new_items
+
+
+def _run_pipeline(
+    lake: Warehouse,
+    config: JobConfig,
+    new_items: list,
+    policy,
+    started_at: datetime,
+    found: Discovery,
+    beam_args: Sequence[str],
+    progress: Progress,
+):
+    """Build the run's graph (its stages read what they need from ``lake``,
+    which is closed before the pipeline starts) and run it; a failed run is
+    recorded as such. Returns the stage-lines watcher (None when silent)."""
     # Beam and the graph (models, presidio: seconds of imports) only load once
     # there is work: a bad --landing fails, and a run with nothing new ends, fast.
     import apache_beam as beam
@@ -161,8 +221,12 @@ def run_nightly(
 
     from ctxledger.pipelines.graph import build_batch_graph
     from ctxledger.pipelines.models import local_workers, sized_worker_threads
+    from ctxledger.pipelines.redact.keys import load_key
+    from ctxledger.pipelines.runtime import tune_collector
 
-    key = load_key(Path(key_file) if key_file else None)
+    tune_collector()  # the launcher too: it holds every model in one process
+
+    key = load_key(Path(config.key_file) if config.key_file else None)
     runner = _runner_name(beam_args)
     progress(f"run {config.run_id}: {len(new_items)} new file(s) on {runner}")
     options = PipelineOptions(list(beam_args))
@@ -180,31 +244,26 @@ def run_nightly(
             _stage_lines(config.staging_dir, progress) as stage_lines,
             beam.Pipeline(options=options) as pipeline,
         ):
-            build_batch_graph(
-                pipeline,
-                new_items,
-                config,
-                policy,
-                key,
-                started_at=started_at,
-                files_seen=len(found.items),
-                files_skipped=len(found.skipped),
-                runner=runner,
-                workers=local_workers(beam_args),
-            )
+            try:
+                build_batch_graph(
+                    pipeline,
+                    new_items,
+                    config,
+                    policy,
+                    key,
+                    started_at=started_at,
+                    files_seen=len(found.items),
+                    files_skipped=len(found.skipped),
+                    runner=runner,
+                    workers=local_workers(beam_args),
+                    lake=lake,
+                )
+            finally:
+                lake.close()  # read at graph build only; the pipeline runs next
     except Exception as exc:
         record_failed_run(config, started_at, runner, len(found.items), exc)
         raise
-    with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
-        result.manifest = load_run(wh, config.run_id)
-    if stage_lines is not None and result.manifest is not None:
-        stage_lines.settle(result.manifest.stage_timings)
-    progress("retention: history purge and compaction after the commit")
-    result.retention, result.memory_maintenance = _after_commit(
-        warehouse, policy, result.manifest, catalog, data_path
-    )
-    _refresh_serving(warehouse, catalog, data_path, progress)
-    return result
+    return stage_lines
 
 
 def _stage_lines(staging_dir: str, progress: Progress):
@@ -218,16 +277,17 @@ def _stage_lines(staging_dir: str, progress: Progress):
     return watch_stages(staging_dir, progress)
 
 
-def _new_documents(docs, default_tenant, policy, warehouse, catalog, data_path):
-    """Document files under ``docs`` no committed run processed (evidence stage;
-    the stage lists them again when the graph is built)."""
+def _new_documents(lake: Warehouse, docs, default_tenant, policy):
+    """Document files under ``docs`` no committed run processed (read on the
+    launcher's ``lake``; the evidence stage lists them again when the graph is
+    built)."""
     if not docs:
         return []
     from ctxledger.pipelines.evidence.landing import discover_documents
     from ctxledger.warehouse.evidence_api import processed_document_files
 
     found = discover_documents(docs, default_tenant, policy.evidence.documents.suffixes)
-    stored = processed_document_files(warehouse, catalog, data_path)
+    stored = processed_document_files(lake.root, wh=lake)
     known = KnownFiles.from_rows(stored)
     return unseen_items(found.items, known)
 

@@ -6,6 +6,7 @@ and repeated later.
 
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, field_serializer
@@ -13,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 from ctxledger.warehouse.catalog_url import mask_password
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ctxledger.warehouse.catalog import Warehouse
 
 
@@ -65,3 +68,12 @@ class JobConfig(BaseModel):
         return Warehouse.open(
             self.warehouse, create=True, catalog=self.catalog, data_path=self.data_path
         )
+
+    @contextmanager
+    def reading(self, lake: Warehouse | None = None) -> Iterator[Warehouse]:
+        """The warehouse to read from while the graph is built: ``lake`` when
+        the job already holds it open (the nightly's launcher reads every
+        stage's inputs on the one connection it opened first; each open
+        attaches the catalog again), else one opened for the block."""
+        with nullcontext(lake) if lake is not None else self.open_warehouse() as wh:
+            yield wh

@@ -1,19 +1,28 @@
 """Compose the stages into the batch graph the jobs run.
 
-Landing items -> IngestTranscripts -> RedactPII -> [branches] -> WriteTables ->
-CommitSnapshot. Dead letters of every stage are flattened into one ``dead_letters``
-table.
+Landing items -> IngestTranscripts -> RedactPII -> GroupSessions -> [branches]
+-> WriteTables -> CommitSnapshot. Dead letters of every stage are flattened into
+one ``dead_letters`` table.
 
 A *branch* is a later stage that reads the redacted records (memories, ledgers,
-evidence). It is a callable ``branch(redacted, config, policy, pipeline)`` that
-returns ``{table_name: PCollection[Record]}``; a ``"dead_letters"`` entry is merged
-into the run's dead letters. Branches are listed in ``BRANCHES`` in stage order;
-each also registers its conservation counter in ``pipelines.sink.counts``.
+evidence). It is a callable ``branch(redacted, config, policy, pipeline,
+lake=None)`` that returns ``{table_name: PCollection[Record]}``; a
+``"dead_letters"`` entry is merged into the run's dead letters. ``redacted`` is
+a ``Redacted``: the redact stage's record outputs and ``grouped``, the run's
+``SessionGroup`` s, grouped by session id once for all branches (the ledger,
+memory and evidence stages each used to group the same records themselves).
+Branches are listed in ``BRANCHES`` in stage order; each also registers its
+conservation counter in ``pipelines.sink.counts``.
+``lake``: an open ``Warehouse`` a branch reads what it needs at graph-build
+time from (stored consent, known input files, whether any vectors are stored),
+or None to open one itself (``JobConfig.reading``); it must not stay open while
+the pipeline runs (a held attach of a local catalog blocks the commit).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,16 +35,28 @@ from ctxledger.pipelines.ingest.spread import spread_files
 from ctxledger.pipelines.ingest.transforms import IngestTranscripts
 from ctxledger.pipelines.ledger.transforms import ledger_branch
 from ctxledger.pipelines.memory.transforms import memory_branch
-from ctxledger.pipelines.redact.transforms import RedactPII
+from ctxledger.pipelines.redact.transforms import GroupSessions, RedactPII
 from ctxledger.pipelines.sink.transforms import CommitSnapshot, WriteTables
 
-Branch = Callable[[Any, JobConfig, Any, beam.Pipeline], dict[str, Any]]
+Branch = Callable[..., dict[str, Any]]
 
 #: Stages after redaction, in order (see module docstring).
 BRANCHES: list[Branch] = []
 BRANCHES.append(ledger_branch)
 BRANCHES.append(memory_branch)
 BRANCHES.append(evidence_branch)
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """What the branches read: the redact stage's records by table, and the
+    run's ``SessionGroup`` s (one per session id)."""
+
+    sessions: Any
+    messages: Any
+    artifacts: Any
+    tool_observations: Any
+    grouped: Any
 
 
 def build_batch_graph(
@@ -51,6 +72,7 @@ def build_batch_graph(
     runner: str,
     commit=None,
     workers: int = 1,
+    lake=None,
 ):
     """Add the ingest -> redact -> branches -> commit graph to ``pipeline``; return
     the manifest PCollection (one ``RunManifest``).
@@ -58,7 +80,8 @@ def build_batch_graph(
     ``commit`` replaces the appending commit step (``commit_run``), e.g. with the
     backfill's replacing one. ``workers``: local Beam worker processes
     (``pipelines.models.local_workers``); the landing files are split between
-    them by bytes (``pipelines.ingest.spread``).
+    them by bytes (``pipelines.ingest.spread``). ``lake``: the open warehouse
+    the branches read from while the graph is built (module docstring).
     """
     ingested = (
         pipeline
@@ -67,8 +90,15 @@ def build_batch_graph(
         | "IngestTranscripts"
         >> IngestTranscripts(config, policy.memory.subject_metadata_key, spread=True)
     )
-    redacted = ingested.sessions | "RedactPII" >> RedactPII(config, policy, key)
-    dead_letters = [ingested.dead_letter, redacted.dead_letter]
+    out = ingested.sessions | "RedactPII" >> RedactPII(config, policy, key)
+    redacted = Redacted(
+        out.sessions,
+        out.messages,
+        out.artifacts,
+        out.tool_observations,
+        out.session_records | "GroupSessions" >> GroupSessions(),
+    )
+    dead_letters = [ingested.dead_letter, out.dead_letter]
     tables: dict[str, Any] = {
         "sessions": redacted.sessions,
         "messages": redacted.messages,
@@ -77,7 +107,7 @@ def build_batch_graph(
         "landing_files": ingested.landing_file,
     }
     for branch in BRANCHES:
-        extra = dict(branch(redacted, config, policy, pipeline))
+        extra = dict(branch(redacted, config, policy, pipeline, lake=lake))
         if "dead_letters" in extra:
             dead_letters.append(extra.pop("dead_letters"))
         clash = set(extra) & set(tables)

@@ -13,7 +13,9 @@ commit step runs every upstream bundle has flushed.
 ``timed("redact")`` decorates a ``DoFn`` class: its ``process`` is timed with its
 outputs materialised first (Beam runs fused downstream steps while a generator
 yields, which would otherwise be counted here too) and its ``finish_bundle``
-flushes. Timings are diagnostics: a clock that cannot write its file logs a
+flushes. Its ``setup`` first tunes the process's garbage collector
+(``pipelines.runtime``: every process that runs a timed step holds the
+models). Timings are diagnostics: a clock that cannot write its file logs a
 warning and the run goes on. No Beam import here (DESIGN.md convention 1).
 
 The same files carry live progress: each clock also counts the elements its
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ctxledger.pipelines.runtime import tune_collector
 from ctxledger.schemas.operations import StageTiming
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,9 @@ TIMINGS_DIR = "_timings"
 PROGRESS_FLUSH_SECONDS = 2.0
 #: Output tag of every stage's dead letters (``pvalue.TaggedOutput.tag``).
 DEAD_LETTER_TAG = "dead_letter"
+#: Output tags that repeat records a stage already emitted under another tag
+#: (the redact stage's per-session bundles): neither outputs nor dead letters.
+UNCOUNTED_TAGS = frozenset({"session_records"})
 
 #: Display and sort order of the stages the pipeline times; others follow.
 STAGE_ORDER = (
@@ -94,11 +100,13 @@ class StageClock:
 
     def count(self, outputs: Iterable[Any]) -> None:
         """Count emitted elements; a ``TaggedOutput`` to the dead-letter tag
-        (duck-typed: no Beam here) is a dead letter, everything else an output."""
+        (duck-typed: no Beam here) is a dead letter, one to an
+        ``UNCOUNTED_TAGS`` tag is neither, everything else an output."""
         for out in outputs:
-            if getattr(out, "tag", None) == DEAD_LETTER_TAG:
+            tag = getattr(out, "tag", None)
+            if tag == DEAD_LETTER_TAG:
                 self.dead += 1
-            else:
+            elif tag not in UNCOUNTED_TAGS:
                 self.outputs += 1
 
     def due(self) -> bool:
@@ -162,6 +170,7 @@ def timed(stage: str) -> Callable[[type[T]], type[T]]:
     def decorate(cls: type[T]) -> type[T]:
         process = cls.process  # type: ignore[attr-defined]
         finish = cls.__dict__.get("finish_bundle")
+        setup = getattr(cls, "setup", None)
 
         @functools.wraps(process)
         def timed_process(self, *args, **kwargs):
@@ -178,8 +187,15 @@ def timed(stage: str) -> Callable[[type[T]], type[T]]:
                 return finish(self)
             return None
 
+        def tuned_setup(self):
+            tune_collector()
+            if setup is not None:
+                return setup(self)
+            return None
+
         cls.process = timed_process  # type: ignore[attr-defined]
         cls.finish_bundle = finish_bundle  # type: ignore[attr-defined]
+        cls.setup = tuned_setup  # type: ignore[attr-defined]
         return cls
 
     return decorate

@@ -102,20 +102,30 @@ def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
 
 
 def processed_document_files(
-    root: str | Path, catalog: str | None = None, data_path: str | None = None
+    root: str | Path,
+    catalog: str | None = None,
+    data_path: str | None = None,
+    wh=None,
 ) -> list[tuple[str, str, str]]:
     """``(file_hash, tenant_id, path)`` of document files a committed run
-    processed (their landing identity: ``pipelines.ingest.landing``)."""
+    processed (their landing identity: ``pipelines.ingest.landing``). ``wh``:
+    an open ``Warehouse`` to read on (a second attach of a local catalog file
+    in the process that holds it open fails); else a read-only connection."""
+    sql = (
+        "SELECT DISTINCT file_hash, tenant_id, path FROM document_files "
+        "WHERE status = 'processed'"
+    )
+    if wh is not None:
+        if "document_files" not in wh.existing_tables():
+            return []
+        return wh.query(sql).fetchall()
     con = _read_only(root, catalog, data_path)
     if con is None:
         return []
     try:
         if not _has_table(con, "document_files"):
             return []
-        return con.execute(
-            "SELECT DISTINCT file_hash, tenant_id, path FROM document_files "
-            "WHERE status = 'processed'"
-        ).fetchall()
+        return con.execute(sql).fetchall()
     finally:
         con.close()
 
@@ -127,6 +137,20 @@ def lookup_connection(
     (one per pipeline worker: attaching the catalog per batch cost seconds a
     run); the caller closes it. None when there is no warehouse yet."""
     return _read_only(root, catalog, data_path)
+
+
+def has_stored_vectors(wh, model: str) -> bool:
+    """Whether the warehouse (an open ``Warehouse``) holds any chunk vector
+    embedded by ``model``: without one, no text of a run can reuse a vector
+    and the evidence stage skips its lookups (a fresh warehouse, a new model)."""
+    if "evidence_chunks" not in wh.existing_tables():
+        return False
+    row = wh.query(
+        "SELECT 1 FROM evidence_chunks "
+        "WHERE embed_model = ? AND embedding IS NOT NULL LIMIT 1",
+        [model],
+    ).fetchone()
+    return row is not None
 
 
 def lookup_embeddings(

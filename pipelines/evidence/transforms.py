@@ -1,7 +1,7 @@
 """Beam wrapper of the evidence stage: ``ChunkEvidence``.
 
-Inputs: document landing items (``DocItem``), the run's redacted ``artifacts``,
-``messages`` and ``sessions``. Steps:
+Inputs: document landing items (``DocItem``), the run's redacted ``artifacts``
+and its ``SessionGroup`` s (``GroupSessions``). Steps:
 
 1. ``ParseDocuments``: read, redact (``Redactor`` loads in ``setup()``) and chunk
    each document file; a tombstone becomes a deleted version with no chunks.
@@ -50,6 +50,7 @@ from ctxledger.pipelines.evidence.documents import (
     received_now,
 )
 from ctxledger.pipelines.evidence.embed import Embedder
+from ctxledger.pipelines.ingest.grouped import SessionGroup
 from ctxledger.pipelines.memory.subjects import subject_for
 from ctxledger.pipelines.timing import timed
 from ctxledger.schemas.evidence import EmbeddingSettings, EvidenceChunk
@@ -289,14 +290,37 @@ def pending_chunks(element, model: str):
         )
 
 
+@timed("evidence_embed")
+class DeferEmbeddingFn(beam.DoFn):
+    """``pending_chunks`` as a timed step: in deferred mode it is the stage's
+    only step when nothing can be reused (no lookups), and the run's
+    ``stage_timings`` still list the stage."""
+
+    def __init__(self, config: JobConfig, model: str):
+        self.config = config
+        self.model = model
+
+    def process(self, element):
+        yield from pending_chunks(element, self.model)
+
+
+#: Keys per ``LookupEmbeddingsFn`` batch: one warehouse query per batch, so
+#: a fixed large batch (adaptive batching started at 1 and doubled: eleven
+#: queries per worker for section A's 1,769 chunks, two now).
+LOOKUP_BATCH = 512
+
+
 class EmbedChunks(beam.PTransform):
     """``ChunkDraft`` s -> ``EvidenceChunk`` s (reused or newly embedded) + dead
-    letters; each distinct ``(tenant, text)`` is embedded at most once."""
+    letters (none in deferred mode, which embeds nothing); each distinct
+    ``(tenant, text)`` is embedded at most once. ``reuse=False`` (the warehouse
+    holds no vector of the model: ``has_stored_vectors``) skips the lookups."""
 
-    def __init__(self, config: JobConfig, policy):
+    def __init__(self, config: JobConfig, policy, reuse: bool = True):
         super().__init__()
         self.config = config
         self.settings = policy.evidence.embedding
+        self.reuse = reuse
 
     def expand(self, drafts):
         model = self.settings.model
@@ -309,25 +333,34 @@ class EmbedChunks(beam.PTransform):
                 lambda key, ds: (key, sorted(ds, key=lambda d: d.fields["chunk_id"]))
             )
         )
-        looked_up = (
-            grouped
-            | "BatchLookups" >> beam.BatchElements(min_batch_size=1, max_batch_size=512)
-            | "LookupEmbeddings"
-            >> beam.ParDo(LookupEmbeddingsFn(self.config, model)).with_outputs(
-                "to_embed", main="reused"
+        if self.reuse:
+            looked_up = (
+                grouped
+                | "BatchLookups"
+                >> beam.BatchElements(
+                    min_batch_size=LOOKUP_BATCH, max_batch_size=LOOKUP_BATCH
+                )
+                | "LookupEmbeddings"
+                >> beam.ParDo(LookupEmbeddingsFn(self.config, model)).with_outputs(
+                    "to_embed", main="reused"
+                )
             )
-        )
+            reused, to_embed = [looked_up.reused], looked_up.to_embed
+        else:
+            reused = []
+            to_embed = grouped | "NothingToReuse" >> beam.MapTuple(
+                lambda _key, drafts: (tuple(drafts), drafts[0].text)
+            )
         if self.settings.mode == "deferred":
             # No model in this run: the chunks are committed without a vector
             # (BM25 finds them at once); ``ctxledger embed`` fills them later.
-            pending = looked_up.to_embed | "DeferEmbedding" >> beam.FlatMap(
-                pending_chunks, model
+            pending = to_embed | "DeferEmbedding" >> beam.ParDo(
+                DeferEmbeddingFn(self.config, model)
             )
-            chunks = (looked_up.reused, pending) | "FlattenChunks" >> beam.Flatten()
-            dead = drafts.pipeline | "NoEmbedDeadLetters" >> beam.Create([])
-            return {"evidence_chunks": chunks, DEAD_LETTER: dead}
+            chunks = [*reused, pending] | "FlattenChunks" >> beam.Flatten()
+            return {"evidence_chunks": chunks}  # nothing embedded: no failures
         embedded = (
-            looked_up.to_embed
+            to_embed
             | "BatchTexts"
             >> beam.BatchElements(
                 min_batch_size=self.settings.min_batch_size,
@@ -338,69 +371,54 @@ class EmbedChunks(beam.PTransform):
                 DEAD_LETTER, main="chunks"
             )
         )
-        chunks = (looked_up.reused, embedded.chunks) | "FlattenChunks" >> beam.Flatten()
+        chunks = [*reused, embedded.chunks] | "FlattenChunks" >> beam.Flatten()
         return {"evidence_chunks": chunks, DEAD_LETTER: embedded[DEAD_LETTER]}
 
 
-def _session_subject(session, metadata_key: str):
-    """``(session_id, subject)`` of a session record."""
-    return session.session_id, subject_for(
-        session.session_id, session.source_file, session.metadata, metadata_key
+def _sightings(group: SessionGroup, metadata_key: str):
+    """``((tenant, artifact id), (time, tool name, subject))`` for each message
+    of a session that carried a tool output. The subject is the session's
+    (``subject_for``; the smallest when its rows disagree); a session whose
+    row is missing gets its own id's subject, never a shared one."""
+    subjects = sorted(
+        subject_for(s.session_id, s.source_file, s.metadata, metadata_key)
+        for s in group.sessions
     )
-
-
-def _sighting(message):
-    """``(session_id, (tenant, artifact id, time, tool name))`` of a message that
-    carried a tool output."""
-    if not message.artifact_ref:
-        return []
-    return [
-        (
-            message.session_id,
-            (message.tenant_id, message.artifact_ref, message.created_at, message.name),
-        )
-    ]
-
-
-def _sightings_with_subject(element):
-    """Join a session's subject onto its sightings:
-    ``((tenant, artifact id), (time, tool name, subject))``. A message whose
-    session record is missing gets that session's own subject (``subject_for``
-    with nothing known), never a shared one."""
-    session_id, grouped = element
-    subjects = sorted(grouped["subject"])
-    subject = subjects[0] if subjects else subject_for(session_id, "", None)
-    for tenant, artifact_id, when, name in grouped["sightings"]:
-        yield (tenant, artifact_id), (when, name, subject)
+    subject = subjects[0] if subjects else subject_for(group.session_id, "", None)
+    for message in group.messages:
+        if message.artifact_ref:
+            yield (
+                (message.tenant_id, message.artifact_ref),
+                (message.created_at, message.name, subject),
+            )
 
 
 class ChunkEvidence(beam.PTransform):
-    """``{"documents": DocItem s, "artifacts": Artifact s, "messages": Message s,
-    "sessions": Session s}`` -> ``{"document_files", "documents",
-    "evidence_chunks", "dead_letter"}``."""
+    """``{"documents": DocItem s, "artifacts": Artifact s, "sessions":
+    SessionGroup s}`` -> ``{"document_files", "documents", "evidence_chunks",
+    "dead_letter"}``. A tool output's sightings (time, tool, subject) come
+    from the session groups' messages."""
 
-    def __init__(self, config: JobConfig, policy, key: bytes):
+    def __init__(self, config: JobConfig, policy, key: bytes, reuse: bool = True):
         super().__init__()
         self.config = config
         self.policy = policy
         self.key = key
+        self.reuse = reuse
 
     def expand(self, inputs):
-        parsed = inputs["documents"] | "ParseDocuments" >> beam.ParDo(
-            ParseDocumentFn(self.config, self.policy, self.key)
-        ).with_outputs(DEAD_LETTER, "document_files", "documents", main="chunks")
+        # Without a "documents" input (a run with no new document files) the
+        # parse step is left out, and so is its "document_files" output.
+        parsed = None
+        if inputs.get("documents") is not None:
+            parsed = inputs["documents"] | "ParseDocuments" >> beam.ParDo(
+                ParseDocumentFn(self.config, self.policy, self.key)
+            ).with_outputs(DEAD_LETTER, "document_files", "documents", main="chunks")
         artifacts = inputs["artifacts"] | "KeyArtifacts" >> beam.Map(
             lambda a: ((a.tenant_id, a.artifact_id), a)
         )
-        metadata_key = self.policy.memory.subject_metadata_key
-        subjects = inputs["sessions"] | "SessionSubjects" >> beam.Map(
-            _session_subject, metadata_key
-        )
-        sightings = inputs["messages"] | "ArtifactSightings" >> beam.FlatMap(_sighting)
-        seen = (
-            {"subject": subjects, "sightings": sightings}
-            | "JoinSessionSubjects" >> beam.CoGroupByKey()
-            | "SightingsWithSubject" >> beam.FlatMap(_sightings_with_subject)
+        seen = inputs["sessions"] | "ArtifactSightings" >> beam.FlatMap(
+            _sightings, self.policy.memory.subject_metadata_key
         )
         chunked = (
             {"artifacts": artifacts, "seen": seen}
@@ -410,54 +428,62 @@ class ChunkEvidence(beam.PTransform):
                 DEAD_LETTER, "documents", main="chunks"
             )
         )
-        drafts = (parsed.chunks, chunked.chunks) | "FlattenDrafts" >> beam.Flatten()
-        embedded = drafts | "EmbedChunks" >> EmbedChunks(self.config, self.policy)
+        parts = [chunked] if parsed is None else [parsed, chunked]
+        drafts = [p.chunks for p in parts] | "FlattenDrafts" >> beam.Flatten()
+        embedded = drafts | "EmbedChunks" >> EmbedChunks(
+            self.config, self.policy, self.reuse
+        )
+        dead = [p[DEAD_LETTER] for p in parts]
+        if embedded.get(DEAD_LETTER) is not None:
+            dead.append(embedded[DEAD_LETTER])
+        out = {} if parsed is None else {"document_files": parsed.document_files}
         return {
-            "document_files": parsed.document_files,
-            "documents": (parsed.documents, chunked.documents)
+            **out,
+            "documents": [p.documents for p in parts]
             | "FlattenDocuments" >> beam.Flatten(),
             "evidence_chunks": embedded["evidence_chunks"],
-            DEAD_LETTER: (
-                parsed[DEAD_LETTER],
-                chunked[DEAD_LETTER],
-                embedded[DEAD_LETTER],
-            )
-            | "FlattenEvidenceDeadLetters" >> beam.Flatten(),
+            DEAD_LETTER: dead | "FlattenEvidenceDeadLetters" >> beam.Flatten(),
         }
 
 
-def evidence_branch(redacted, config: JobConfig, policy, pipeline) -> dict[str, Any]:
+def evidence_branch(
+    redacted, config: JobConfig, policy, pipeline, lake=None
+) -> dict[str, Any]:
     """The nightly graph's evidence branch (registered in ``pipelines.graph``).
 
     Documents come from ``config.docs`` (files the warehouse has not processed);
-    tool artifacts are this run's ``artifacts``.
+    tool artifacts are this run's ``artifacts``. Whether any vector of the
+    model is stored (else no lookups) is read from ``lake`` (or a warehouse
+    opened for it).
     """
     from ctxledger.pipelines.evidence.landing import discover_documents
     from ctxledger.pipelines.ingest.landing import KnownFiles, new_items
     from ctxledger.pipelines.redact.keys import load_key
-    from ctxledger.warehouse.evidence_api import processed_document_files
+    from ctxledger.warehouse.evidence_api import (
+        has_stored_vectors,
+        processed_document_files,
+    )
 
     items = []
-    if config.docs:
-        found = discover_documents(
-            config.docs, config.default_tenant, policy.evidence.documents.suffixes
-        )
-        known = KnownFiles.from_rows(
-            processed_document_files(
-                config.warehouse, catalog=config.catalog, data_path=config.data_path
+    with config.reading(lake) as wh:
+        if config.docs:
+            found = discover_documents(
+                config.docs, config.default_tenant, policy.evidence.documents.suffixes
             )
-        )
-        items = new_items(found.items, known)
+            known = KnownFiles.from_rows(
+                processed_document_files(config.warehouse, wh=wh)
+            )
+            items = new_items(found.items, known)
+        reuse = has_stored_vectors(wh, policy.evidence.embedding.model)
     key = load_key(Path(config.key_file) if config.key_file else None)
-    docs = pipeline | "ListDocumentFiles" >> beam.Create(items, reshuffle=False)
-    out = {
-        "documents": docs,
-        "artifacts": redacted.artifacts,
-        "messages": redacted.messages,
-        "sessions": redacted.sessions,
-    } | "ChunkEvidence" >> ChunkEvidence(config, policy, key)
+    inputs = {"artifacts": redacted.artifacts, "sessions": redacted.grouped}
+    if items:  # no document files: no parse step (``ChunkEvidence``)
+        inputs["documents"] = pipeline | "ListDocumentFiles" >> beam.Create(
+            items, reshuffle=False
+        )
+    out = inputs | "ChunkEvidence" >> ChunkEvidence(config, policy, key, reuse)
     return {
-        "document_files": out["document_files"],
+        **({"document_files": out["document_files"]} if items else {}),
         "documents": out["documents"],
         "evidence_chunks": out["evidence_chunks"],
         "dead_letters": out[DEAD_LETTER],

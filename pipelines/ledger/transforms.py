@@ -1,8 +1,9 @@
 """Beam wrapper of the ledger stage: redacted records in, ledgers and trail out.
 
-``BuildLedger`` groups a run's redacted ``sessions``, ``messages``,
-``tool_observations`` and (through the observations) ``artifacts`` by session and
-runs ``pipelines.ledger.build.build_session_ledger`` once per session. Outputs:
+``BuildLedger`` runs ``pipelines.ledger.build.build_session_ledger`` once per
+``SessionGroup`` (a session's redacted records and the tool outputs its
+observations point at, grouped once for every stage by ``GroupSessions``,
+``pipelines.ingest.grouped``). Outputs:
 ``compression_ledger`` (main: ``LedgerEntry``), ``artifact_trail``
 (``ArtifactTrailEntry``) and ``dead_letter`` (``DeadLetter``, stage ``ledger``:
 one per session whose ledger could not be built; stage ``ledger_lines``, reason
@@ -21,6 +22,7 @@ from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
 from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.grouped import SessionGroup
 from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
 from ctxledger.pipelines.timing import timed
 from ctxledger.schemas import DeadLetter, content_hash
@@ -36,18 +38,6 @@ NO_SESSION = "ledger_no_session"
 #: unit is the session, and a session with dropped lines still has its ledger).
 LINES_STAGE = "ledger_lines"
 SECRET_IN_TEXT = "secret_in_text"
-
-
-def _artifacts_by_session(element):
-    """``(artifact_id, {refs: [session ids], artifacts: [Artifact]})`` ->
-    ``(session_id, (artifact_id, content))`` once per referencing session."""
-    artifact_id, grouped = element
-    artifacts = list(grouped["artifacts"])
-    if not artifacts:
-        return
-    content = artifacts[0].content
-    for session_id in sorted(set(grouped["refs"])):
-        yield session_id, (artifact_id, content)
 
 
 @timed("ledger")
@@ -117,24 +107,26 @@ class BuildSessionLedgerFn(beam.DoFn):
             ),
         )
 
-    def process(self, element):
-        session_id, grouped = element
-        sessions = sorted(grouped["session"], key=lambda s: s.source_hash)
-        messages = list(grouped["messages"])
-        if not sessions:
+    def process(self, group: SessionGroup):
+        session = group.session  # first by source hash
+        messages = list(group.messages)
+        if session is None:
             tenant = messages[0].tenant_id if messages else "unknown"
             yield self._dead(
-                session_id, tenant, "", NO_SESSION, "messages without a session record"
+                group.session_id,
+                tenant,
+                "",
+                NO_SESSION,
+                "messages without a session record",
             )
             return
-        session = sessions[0]
         try:
             built = build_session_ledger(
                 SessionSources(
                     session=session,
                     messages=messages,
-                    observations=list(grouped["observations"]),
-                    outputs=dict(grouped["outputs"]),
+                    observations=list(group.observations),
+                    outputs=dict(group.outputs),
                 ),
                 self.settings,
                 created_at=self.created_at,
@@ -143,7 +135,7 @@ class BuildSessionLedgerFn(beam.DoFn):
             )
         except Exception as exc:  # noqa: BLE001 - terminal for this session
             yield self._dead(
-                session_id,
+                group.session_id,
                 session.tenant_id,
                 session.source_file,
                 BUILD_FAILED,
@@ -159,7 +151,7 @@ class BuildSessionLedgerFn(beam.DoFn):
 
 
 class BuildLedger(beam.PTransform):
-    """``{sessions, messages, tool_observations, artifacts}`` -> ledger outputs."""
+    """``SessionGroup`` s -> ledger outputs."""
 
     def __init__(
         self,
@@ -172,41 +164,15 @@ class BuildLedger(beam.PTransform):
         self.settings = settings
         self.created_at = created_at or datetime.now(UTC)
 
-    def expand(self, records):
-        observations = records["tool_observations"]
-        outputs = (
-            {
-                "refs": observations
-                | "KeyRefsByArtifact"
-                >> beam.Map(lambda o: (o.artifact_ref, o.session_id)),
-                "artifacts": records["artifacts"]
-                | "KeyArtifacts" >> beam.Map(lambda a: (a.artifact_id, a)),
-            }
-            | "JoinArtifactRefs" >> beam.CoGroupByKey()
-            | "OutputsBySession" >> beam.FlatMap(_artifacts_by_session)
-        )
-        grouped = {
-            "session": records["sessions"]
-            | "KeySessions" >> beam.Map(lambda s: (s.session_id, s)),
-            "messages": records["messages"]
-            | "KeyMessages" >> beam.Map(lambda m: (m.session_id, m)),
-            "observations": observations
-            | "KeyObservations" >> beam.Map(lambda o: (o.session_id, o)),
-            "outputs": outputs,
-        } | "GroupBySession" >> beam.CoGroupByKey()
-        return grouped | "BuildSessionLedgers" >> beam.ParDo(
+    def expand(self, groups):
+        return groups | "BuildSessionLedgers" >> beam.ParDo(
             BuildSessionLedgerFn(self.config, self.settings, self.created_at)
         ).with_outputs(TRAIL, DEAD_LETTER, main=LEDGER)
 
 
-def ledger_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
+def ledger_branch(redacted, config: JobConfig, policy, pipeline, lake=None) -> dict:
     """The nightly graph's ledger branch (see ``pipelines.graph.BRANCHES``)."""
-    out = {
-        "sessions": redacted.sessions,
-        "messages": redacted.messages,
-        "tool_observations": redacted.tool_observations,
-        "artifacts": redacted.artifacts,
-    } | "BuildLedger" >> BuildLedger(config, policy.ledger)
+    out = redacted.grouped | "BuildLedger" >> BuildLedger(config, policy.ledger)
     return {
         LEDGER: out[LEDGER],
         TRAIL: out[TRAIL],

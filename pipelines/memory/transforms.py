@@ -2,7 +2,7 @@
 
 Graph (all logic lives in the pure modules of ``pipelines.memory``)::
 
-    sessions, messages, tool_observations --CoGroupByKey(session_id)-->
+    SessionGroup s (GroupSessions) --BatchElements-->
         ExtractSessionMemoriesFn ---------> candidates | memory_extractions | dead
     consent files --ReadConsentFn---------> consent (new events) | memory_inputs | dead
     system-record files --ReadSystemRecordsFn --> candidates | memory_inputs | dead
@@ -26,6 +26,7 @@ from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
 from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.grouped import SessionGroup
 from ctxledger.pipelines.ingest.landing import write_quarantine
 from ctxledger.pipelines.ingest.normalize import SourceInfo, dead_letter
 from ctxledger.pipelines.memory.inputs import (
@@ -149,28 +150,25 @@ class ExtractSessionMemoriesFn(beam.DoFn):
                     continue
         encoder.warm(list(wanted))
 
-    def _context(self, element):
-        """The ``SessionContext`` of an element; None for orphan messages."""
+    def _context(self, group: SessionGroup):
+        """The ``SessionContext`` of a group; None for orphan messages."""
         from ctxledger.pipelines.memory.extract import SessionContext
 
-        _session_id, grouped = element
-        sessions = list(grouped["sessions"])
-        if not sessions:
+        if group.session is None:
             return None
         return SessionContext.build(
-            sessions[0],
-            list(grouped["messages"]),
-            list(grouped["observations"]),
+            group.session,
+            group.messages,
+            group.observations,
             self.policy.memory.subject_metadata_key,
         )
 
-    def _session(self, element):
+    def _session(self, group: SessionGroup):
         from ctxledger.pipelines.memory.extract import SessionContext, extract_session
 
-        session_id, grouped = element
-        sessions = list(grouped["sessions"])
-        messages = list(grouped["messages"])
-        if not sessions:
+        session = group.session
+        messages = group.messages
+        if session is None:
             for message in messages:
                 self.dead.inc()
                 yield pvalue.TaggedOutput(
@@ -184,11 +182,10 @@ class ExtractSessionMemoriesFn(beam.DoFn):
                     ),
                 )
             return
-        session = sessions[0]
         ctx = SessionContext.build(
             session,
             messages,
-            list(grouped["observations"]),
+            group.observations,
             self.policy.memory.subject_metadata_key,
         )
         result = extract_session(ctx, self.extractors, self.purposes)
@@ -332,7 +329,7 @@ class GateSubjectMemoriesFn(beam.DoFn):
         from ctxledger.pipelines.memory.resolve import resolve
 
         _, grouped = element
-        consent = list(grouped["consent"])
+        consent = list(grouped.get("consent", ()))  # none when the run has none
         memories = []
         for candidate in grouped["candidates"]:
             try:
@@ -422,10 +419,6 @@ class EmbedMemoriesFn(beam.DoFn):
         yield from done
 
 
-def _by_session(record):
-    return record.session_id, record
-
-
 def _by_subject(record):
     return (record.tenant_id, record.subject_id), record
 
@@ -433,9 +426,10 @@ def _by_subject(record):
 class ExtractMemories(beam.PTransform):
     """Redacted records (+ memory inputs) -> memories and their bookkeeping.
 
-    Input: ``{"sessions", "messages", "tool_observations"}`` PCollections. Output:
+    Input: the run's ``SessionGroup`` s (``GroupSessions``). Output:
     a dict with ``memories``, ``memory_rejections``, ``consent`` (events read by
-    this run), ``memory_extractions``, ``memory_inputs`` and ``dead_letter``.
+    this run), ``memory_extractions``, ``memory_inputs`` and ``dead_letter``;
+    ``consent`` and ``memory_inputs`` only when the run has input files.
     ``consent`` (constructor) is the consent already stored; ``inputs`` the new
     input files; ``encoder`` overrides the MiniLM encoder and ``embedder``
     the one that computes the stored memory vectors (tests).
@@ -463,16 +457,10 @@ class ExtractMemories(beam.PTransform):
         self.key = key
         self.embedder = embedder
 
-    def expand(self, records):
-        pipeline = records["sessions"].pipeline
-        grouped = {
-            "sessions": records["sessions"] | "KeySessions" >> beam.Map(_by_session),
-            "messages": records["messages"] | "KeyMessages" >> beam.Map(_by_session),
-            "observations": records["tool_observations"]
-            | "KeyObservations" >> beam.Map(_by_session),
-        } | "GroupBySession" >> beam.CoGroupByKey()
+    def expand(self, groups):
+        pipeline = groups.pipeline
         extracted = (
-            grouped
+            groups
             | "BatchSessions"
             >> beam.BatchElements(
                 min_batch_size=SESSION_BATCH, max_batch_size=SESSION_BATCH
@@ -483,19 +471,29 @@ class ExtractMemories(beam.PTransform):
             ).with_outputs(DEAD_LETTER, EXTRACTION, main="candidates")
         )
 
+        # A source with nothing to read adds no steps (each would be a stage
+        # of its own, a round trip to every worker in multi-process mode), and
+        # its tables are left out of the outputs.
         consent_items = [i for i in self.inputs if i.kind == CONSENT]
         system_items = [i for i in self.inputs if i.kind == SYSTEM_RECORDS]
-        consent_read = (
-            pipeline
-            | "ListConsentFiles" >> beam.Create(consent_items, reshuffle=False)
-            | "ReadConsent"
-            >> beam.ParDo(ReadConsentFn(self.config, self.policy)).with_outputs(
-                DEAD_LETTER, INPUT_FILE, main="consent"
-            )
-        )
         candidates = [extracted.candidates]
-        dead = [extracted[DEAD_LETTER], consent_read[DEAD_LETTER]]
-        input_files = [consent_read[INPUT_FILE]]
+        dead = [extracted[DEAD_LETTER]]
+        input_files = []
+        consent = []
+        tables = {}
+        if consent_items:
+            consent_read = (
+                pipeline
+                | "ListConsentFiles" >> beam.Create(consent_items, reshuffle=False)
+                | "ReadConsent"
+                >> beam.ParDo(ReadConsentFn(self.config, self.policy)).with_outputs(
+                    DEAD_LETTER, INPUT_FILE, main="consent"
+                )
+            )
+            consent.append(consent_read.consent)
+            dead.append(consent_read[DEAD_LETTER])
+            input_files.append(consent_read[INPUT_FILE])
+            tables["consent"] = consent_read.consent
         if system_items:
             system_read = (
                 pipeline
@@ -508,20 +506,23 @@ class ExtractMemories(beam.PTransform):
             candidates.append(system_read.candidates)
             dead.append(system_read[DEAD_LETTER])
             input_files.append(system_read[INPUT_FILE])
-        stored_consent = pipeline | "StoredConsent" >> beam.Create(
-            self.consent, reshuffle=False
-        )
-        all_consent = (
-            stored_consent,
-            consent_read.consent,
-        ) | "AllConsent" >> beam.Flatten()
+        if self.consent:
+            consent.append(
+                pipeline | "StoredConsent" >> beam.Create(self.consent, reshuffle=False)
+            )
+        to_gate = {
+            "candidates": candidates
+            | "FlattenCandidates" >> beam.Flatten()
+            | "KeyCandidates" >> beam.Map(_by_subject)
+        }
+        if consent:
+            to_gate["consent"] = (
+                consent
+                | "AllConsent" >> beam.Flatten()
+                | "KeyConsent" >> beam.Map(_by_subject)
+            )
         gated = (
-            {
-                "candidates": candidates
-                | "FlattenCandidates" >> beam.Flatten()
-                | "KeyCandidates" >> beam.Map(_by_subject),
-                "consent": all_consent | "KeyConsent" >> beam.Map(_by_subject),
-            }
+            to_gate
             | "GroupBySubject" >> beam.CoGroupByKey()
             | "GateMemories"
             >> beam.ParDo(
@@ -543,17 +544,20 @@ class ExtractMemories(beam.PTransform):
                 | "EmbedMemories"
                 >> beam.ParDo(EmbedMemoriesFn(embedding, self.embedder))
             )
+        if input_files:
+            tables["memory_inputs"] = input_files | "FlattenInputFiles" >> (
+                beam.Flatten()
+            )
         return {
             "memories": memories,
             "memory_rejections": gated[REJECTION],
-            "consent": consent_read.consent,
+            **tables,
             "memory_extractions": extracted[EXTRACTION],
-            "memory_inputs": input_files | "FlattenInputFiles" >> beam.Flatten(),
             "dead_letter": dead | "FlattenMemoryDeadLetters" >> beam.Flatten(),
         }
 
 
-def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
+def memory_branch(redacted, config: JobConfig, policy, pipeline, lake=None) -> dict:
     """The nightly graph's memory branch (``pipelines.graph.BRANCHES``).
 
     Reads, at graph construction, the consent already stored and which input
@@ -562,7 +566,7 @@ def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
     from ctxledger.pipelines.ingest.landing import KnownFiles
     from ctxledger.warehouse.memory_api import known_input_files, load_consent
 
-    with config.open_warehouse() as wh:
+    with config.reading(lake) as wh:
         consent = load_consent(wh)
         known = KnownFiles.from_rows(known_input_files(wh))
     inputs = new_inputs(
@@ -571,11 +575,7 @@ def memory_branch(redacted, config: JobConfig, policy, pipeline) -> dict:
         config.default_tenant,
         known,
     )
-    out = {
-        "sessions": redacted.sessions,
-        "messages": redacted.messages,
-        "tool_observations": redacted.tool_observations,
-    } | "ExtractMemories" >> ExtractMemories(
+    out = redacted.grouped | "ExtractMemories" >> ExtractMemories(
         config, policy, consent=consent, inputs=inputs
     )
     tables = {name: pcoll for name, pcoll in out.items() if name != "dead_letter"}

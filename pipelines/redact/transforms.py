@@ -3,7 +3,10 @@
 The presidio engine loads once per worker in ``setup()``; the DoFn only adapts
 ``pipelines.ingest.normalize.normalize_session`` to Beam's tagged outputs.
 Outputs: one per table (``sessions``, ``messages``, ``artifacts``,
-``tool_observations``) plus ``dead_letter``.
+``tool_observations``), ``dead_letter``, and ``session_records``: the same
+records once more as one ``(session id, SessionRecords)`` bundle per draft
+session, which ``GroupSessions`` turns into the ``SessionGroup`` s the ledger,
+memory and evidence stages share (``pipelines.ingest.grouped``).
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
 from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.grouped import SessionGroup, SessionRecords
 from ctxledger.pipelines.ingest.normalize import normalize_session
 from ctxledger.pipelines.ingest.transforms import source_info
 from ctxledger.pipelines.timing import timed
 
 DEAD_LETTER = "dead_letter"
 RECORD_TAGS = ("messages", "artifacts", "tool_observations")
+#: Per-session bundles (``SessionRecords``); not counted as stage outputs
+#: (``pipelines.timing``): they repeat records the other tags already emit.
+SESSION_RECORDS = "session_records"
 
 
 @timed("redact")
@@ -59,6 +66,10 @@ class RedactSessionFn(beam.DoFn):
         for letter in built.dead_letters:
             self.dead.inc()
             yield pvalue.TaggedOutput(DEAD_LETTER, letter)
+        records = SessionRecords.of(
+            built.session, built.messages, built.observations, built.artifacts
+        )
+        yield pvalue.TaggedOutput(SESSION_RECORDS, (records.session_id, records))
 
 
 class RedactPII(beam.PTransform):
@@ -73,4 +84,17 @@ class RedactPII(beam.PTransform):
     def expand(self, sessions):
         return sessions | "RedactSessions" >> beam.ParDo(
             RedactSessionFn(self.config, self.policy, self.key)
-        ).with_outputs(DEAD_LETTER, *RECORD_TAGS, main="sessions")
+        ).with_outputs(DEAD_LETTER, SESSION_RECORDS, *RECORD_TAGS, main="sessions")
+
+
+class GroupSessions(beam.PTransform):
+    """``(session id, SessionRecords)`` bundles -> one ``SessionGroup`` per
+    session id: the single grouping the ledger, memory and evidence stages
+    share (each used to group the run's records by session on its own)."""
+
+    def expand(self, bundles):
+        return (
+            bundles
+            | "GroupBySession" >> beam.GroupByKey()
+            | "MergeSessionRecords" >> beam.MapTuple(SessionGroup.merge)
+        )

@@ -18,6 +18,7 @@ from ctxledger.pipelines.evidence.documents import RunInfo, build_document, text
 from ctxledger.pipelines.evidence.embed import Embedder
 from ctxledger.pipelines.evidence.landing import discover_documents
 from ctxledger.pipelines.evidence.transforms import ChunkEvidence
+from ctxledger.pipelines.ingest.grouped import group_records
 from ctxledger.schemas import Artifact, Message, Session
 from ctxledger.schemas.arrow import to_table
 from ctxledger.schemas.evidence import EvidenceChunk
@@ -129,8 +130,8 @@ def test_chunk_evidence_outputs_and_dead_letters(tmp_path):
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create(artifacts),
-            "messages": p | "Messages" >> beam.Create(messages),
-            "sessions": p | "Sessions" >> beam.Create(sessions),
+            "sessions": p
+            | "Sessions" >> beam.Create(group_records(sessions, messages)),
         } | ChunkEvidence(config, POLICY, KEY)
         assert_that(
             out["documents"]
@@ -214,7 +215,6 @@ def test_known_texts_reuse_the_stored_vector(tmp_path):
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create([]),
-            "messages": p | "Messages" >> beam.Create([]),
             "sessions": p | "Sessions" >> beam.Create([]),
         } | ChunkEvidence(config, policy, KEY)
         assert_that(
@@ -254,7 +254,6 @@ def test_embedding_failures_become_dead_letters(tmp_path, monkeypatch):
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create([]),
-            "messages": p | "Messages" >> beam.Create([]),
             "sessions": p | "Sessions" >> beam.Create([]),
         } | ChunkEvidence(config, POLICY, KEY)
         # one batch holds every text: all three chunks fail together, none is lost
@@ -300,7 +299,6 @@ def test_deferred_mode_commits_pending_chunks_without_a_model(tmp_path, monkeypa
         out = {
             "documents": p | "Docs" >> beam.Create(items),
             "artifacts": p | "Artifacts" >> beam.Create([]),
-            "messages": p | "Messages" >> beam.Create([]),
             "sessions": p | "Sessions" >> beam.Create([]),
         } | ChunkEvidence(config, policy, KEY)
         assert_that(
@@ -322,3 +320,62 @@ def test_deferred_mode_commits_pending_chunks_without_a_model(tmp_path, monkeypa
             label="CheckDeferred",
         )
         assert_that(out["dead_letter"], equal_to([]), label="CheckNoDead")
+
+
+#: Chunks a pipeline of this test process emitted (the in-process runner runs
+#: ``_keep_chunk`` here, on an unpickled copy: a closure's list would stay empty).
+_CHUNKS: list = []
+
+
+def _keep_chunk(chunk):
+    _CHUNKS.append((chunk.chunk_id, chunk.embedding_reused, tuple(chunk.embedding)))
+
+
+def test_no_stored_vector_of_the_model_skips_the_lookups(tmp_path, monkeypatch):
+    """``has_stored_vectors`` is False on a fresh warehouse and for another
+    model's vectors; ``reuse=False`` then embeds what the lookups would have
+    found nothing for: the same chunks, and the lookup step never runs."""
+    from ctxledger.pipelines.evidence.transforms import LookupEmbeddingsFn
+    from ctxledger.warehouse.evidence_api import has_stored_vectors
+
+    items = _docs(tmp_path)
+    config = _config(tmp_path)
+    model = POLICY.evidence.embedding.model
+    with Warehouse.open(config.warehouse, create=True) as wh:
+        assert has_stored_vectors(wh, model) is False
+    built = build_document(
+        items[0],
+        POLICY,
+        lambda fields: [type("R", (), {"text": t, "findings": []}) for _, t in fields],
+        RunInfo("run_old", "p", "t"),
+    )
+    other = built.chunks[0].complete([0.5] * 384, "another-model", reused=False)
+    with Warehouse.open(config.warehouse) as wh:
+        wh.commit_staged(
+            "seed",
+            {},
+            {"evidence_chunks": to_table(EvidenceChunk, [other.row()])},
+            {"seed": True},
+        )
+        assert has_stored_vectors(wh, "another-model") is True
+        assert has_stored_vectors(wh, model) is False
+
+    def rows(reuse):
+        _CHUNKS.clear()
+        with TestPipeline() as p:
+            out = {
+                "documents": p | "Docs" >> beam.Create(items),
+                "artifacts": p | "Artifacts" >> beam.Create([]),
+                "sessions": p | "Sessions" >> beam.Create([]),
+            } | ChunkEvidence(config, POLICY, KEY, reuse=reuse)
+            _ = out["evidence_chunks"] | beam.Map(_keep_chunk)
+        return sorted(_CHUNKS)
+
+    looked_up = rows(True)
+
+    def no_lookup(self, batch):
+        raise AssertionError("reuse=False must not look vectors up")
+
+    monkeypatch.setattr(LookupEmbeddingsFn, "process", no_lookup)
+    assert rows(False) == looked_up
+    assert len(looked_up) == 2 and not any(r[1] for r in looked_up)

@@ -1,4 +1,5 @@
-"""``BuildLedger`` in a TestPipeline: ledger entries, the trail and dead letters."""
+"""``BuildLedger`` in a TestPipeline: ledger entries, the trail and dead letters,
+over the redact stage's per-session bundles grouped by ``GroupSessions``."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from ctxledger.pipelines.config import JobConfig
 from ctxledger.pipelines.ingest.drafts import DraftSession, SourceFile
+from ctxledger.pipelines.ingest.grouped import SessionRecords
 from ctxledger.pipelines.ingest.normalize import SourceInfo, normalize_session
 from ctxledger.pipelines.ingest.readers import read_source
 from ctxledger.pipelines.ledger.build import SessionSources, build_session_ledger
 from ctxledger.pipelines.ledger.transforms import BuildLedger
+from ctxledger.pipelines.redact.transforms import GroupSessions
 from ctxledger.schemas.policy import load_policy
 
 PLANTED = (
@@ -80,13 +83,18 @@ def test_build_ledger_emits_entries_trail_and_dead_letters(tmp_path):
     orphan = built.messages[1].model_copy(
         update={"session_id": "ses_orphan", "message_id": "msg_orphan"}
     )
+    bundle = SessionRecords.of(
+        built.session, built.messages, built.observations, built.artifacts
+    )
+    # messages whose session row is missing: a bundle without a session
+    stray = SessionRecords(None, (orphan,))
     with TestPipeline() as p:
-        out = {
-            "sessions": p | "Sessions" >> beam.Create([built.session]),
-            "messages": p | "Messages" >> beam.Create([*built.messages, orphan]),
-            "tool_observations": p | "Observations" >> beam.Create(built.observations),
-            "artifacts": p | "Artifacts" >> beam.Create(built.artifacts),
-        } | BuildLedger(config, settings, CREATED)
+        out = (
+            p
+            | beam.Create([(r.session_id, r) for r in (bundle, stray)])
+            | GroupSessions()
+            | BuildLedger(config, settings, CREATED)
+        )
         assert_that(
             out.compression_ledger
             | beam.Map(lambda e: (e.summary_id, e.protected_checksum, e.verified)),

@@ -13,6 +13,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.grouped import group_records
 from ctxledger.pipelines.memory.inputs import discover_inputs
 from ctxledger.pipelines.memory.transforms import ExtractMemories
 from ctxledger.schemas import Message, Session
@@ -114,12 +115,12 @@ def test_extract_memories_outputs_and_dead_letters(tmp_path):
     )
     sessions, messages = _records()
     with TestPipeline() as p:
-        out = {
-            "sessions": p | "S" >> beam.Create(sessions),
-            "messages": p | "M" >> beam.Create(messages),
-            "tool_observations": p | "O" >> beam.Create([]),
-        } | ExtractMemories(
-            config, policy, consent=[stored], inputs=inputs, now=NOW, key=KEY
+        out = (
+            p
+            | "Sessions" >> beam.Create(group_records(sessions, messages))
+            | ExtractMemories(
+                config, policy, consent=[stored], inputs=inputs, now=NOW, key=KEY
+            )
         )
         assert_that(
             out["memories"]

@@ -145,6 +145,20 @@ def test_redact_pii_emits_redacted_records_by_table(tmp_path):
             equal_to([2]),
             label="CheckSessions",
         )
+        # the same records once more, bundled per session for GroupSessions
+        assert_that(
+            out.session_records
+            | beam.MapTuple(
+                lambda sid, r: (
+                    sid == r.session.session_id,
+                    [m.turn for m in r.messages],
+                    [o.status for o in r.observations],
+                    [any("ghp_ABCDEF" in c for _, c in r.outputs), len(r.outputs)],
+                )
+            ),
+            equal_to([(True, [0, 1], ["ok"], [False, 1])]),
+            label="CheckSessionRecords",
+        )
 
 
 def test_files_spread_between_two_workers_parse_as_reshuffled_ones(tmp_path):

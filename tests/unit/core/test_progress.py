@@ -40,6 +40,21 @@ def test_timed_steps_count_outputs_and_dead_letters_mid_bundle(tmp_path, monkeyp
     assert isinstance(committed, StageTiming) and committed.calls == 2
 
 
+def test_session_bundles_are_neither_outputs_nor_dead_letters(tmp_path):
+    """The redact stage's per-session bundles repeat records its other tags
+    already emitted: its progress line counts the records once."""
+    clock = StageClock(tmp_path, "redact")
+    clock.count(
+        [
+            "session",
+            SimpleNamespace(tag="messages", value=1),
+            SimpleNamespace(tag="session_records", value=("ses_1", None)),
+            SimpleNamespace(tag="dead_letter", value=2),
+        ]
+    )
+    assert (clock.outputs, clock.dead) == (2, 1)
+
+
 def _clock(tmp_path, stage, calls, outputs=0, dead=0):
     clock = StageClock(tmp_path, stage)
     clock.add(0.5, calls)

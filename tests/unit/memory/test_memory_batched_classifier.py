@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.ingest.grouped import SessionGroup
 from ctxledger.pipelines.memory.classify import MiniLMEncoder, PrototypeClassifier
 from ctxledger.schemas import Message, Session
 from ctxledger.schemas.policy import load_policy
@@ -103,7 +104,7 @@ def _element(session_id: str, subject: str, lines: list[str]):
         )
         for turn, text in enumerate(lines)
     ]
-    return session_id, {"sessions": [session], "messages": messages, "observations": []}
+    return SessionGroup(session_id, (session,), tuple(messages))
 
 
 BATCH = [
@@ -125,7 +126,7 @@ BATCH = [
             "The outage was caused by a bad config push. Run the tests.",
         ],
     ),
-    ("ses_t1_orphan", {"sessions": [], "messages": [], "observations": []}),
+    SessionGroup("ses_t1_orphan"),
 ]
 
 
