@@ -253,7 +253,11 @@ def run_backfill(
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from ctxledger.pipelines.graph import build_batch_graph
-    from ctxledger.pipelines.models import local_workers, sized_worker_threads
+    from ctxledger.pipelines.models import (
+        local_workers,
+        quiet_worker_args,
+        sized_worker_threads,
+    )
     from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.pipelines.sink.replace import BackfillScope, ReplacingCommit
     from ctxledger.schemas.policy import load_policy
@@ -307,7 +311,9 @@ def run_backfill(
             attempt_lock(config.staging_dir),
             sized_worker_threads(local_workers(beam_args)),
             _stage_lines(config.staging_dir, progress) as stage_lines,
-            beam.Pipeline(options=PipelineOptions(list(beam_args))) as pipeline,
+            beam.Pipeline(
+                options=PipelineOptions(quiet_worker_args(beam_args))
+            ) as pipeline,
         ):
             build_batch_graph(
                 pipeline,

@@ -220,7 +220,11 @@ def _run_pipeline(
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from ctxledger.pipelines.graph import build_batch_graph
-    from ctxledger.pipelines.models import local_workers, sized_worker_threads
+    from ctxledger.pipelines.models import (
+        local_workers,
+        quiet_worker_args,
+        sized_worker_threads,
+    )
     from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.pipelines.runtime import tune_collector
 
@@ -229,7 +233,7 @@ def _run_pipeline(
     key = load_key(Path(config.key_file) if config.key_file else None)
     runner = _runner_name(beam_args)
     progress(f"run {config.run_id}: {len(new_items)} new file(s) on {runner}")
-    options = PipelineOptions(list(beam_args))
+    options = PipelineOptions(quiet_worker_args(beam_args))
     try:
         # Staging is per attempt (``staging/<run_id>-<attempt>/``), locked while
         # this process lives: an overlapping nightly over the same files (same

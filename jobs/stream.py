@@ -413,6 +413,7 @@ class StreamJob:
         from apache_beam.options.pipeline_options import PipelineOptions
 
         from ctxledger.pipelines.graph import build_batch_graph
+        from ctxledger.pipelines.models import quiet_worker_args
 
         # A retry after a commit that went through (then failed on the way out)
         # must not commit again: the run id is already a snapshot.
@@ -423,7 +424,9 @@ class StreamJob:
         shutil.rmtree(config.staging_dir, ignore_errors=True)
         with (
             attempt_lock(config.staging_dir),
-            beam.Pipeline(options=PipelineOptions(self.beam_args)) as pipeline,
+            beam.Pipeline(
+                options=PipelineOptions(quiet_worker_args(self.beam_args))
+            ) as pipeline,
         ):
             build_batch_graph(
                 pipeline,

@@ -16,13 +16,23 @@ the worker processes inherit (``worker_thread_env``: OpenMP reads it before
 its pool starts), and ``sentence_model`` also sets torch's pool from it, for
 workers that share one process (``multi_threading``) where torch may already
 be initialised. No torch or Beam import here until a model loads.
+
+Waiting threads: torch's OpenMP runtime (GNU libgomp in the Linux wheels)
+busy-waits at the end of every parallel region by default (up to 300,000
+spins) before it sleeps. On a machine whose other cores are taken (two Beam
+workers, a test run, another job), a thread that lost its core keeps the
+others spinning at the barrier: measured on 2 cores with one busy
+process beside it, MiniLM with 2 threads took 29.6 s for what 1 thread did in
+3.3 s. ``passive_openmp`` sets ``OMP_WAIT_POLICY=PASSIVE`` before torch
+loads (libgomp reads it once, when it is loaded) unless the user set a
+policy: waiting threads sleep at once (docs/performance.md measures both).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -96,6 +106,47 @@ def local_workers(beam_args: Sequence[str], cores: int | None = None) -> int:
     return max(1, workers)
 
 
+#: libgomp's wait policy for our processes (see the module docstring).
+OPENMP_WAIT_POLICY = "PASSIVE"
+
+
+def passive_openmp(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Let OpenMP threads sleep instead of spin while they wait (the module
+    docstring says why). Only takes effect before torch loads libgomp; a
+    policy the user set is kept. True when this call set it."""
+    environ = os.environ if environ is None else environ
+    if "OMP_WAIT_POLICY" in environ:
+        return False
+    environ["OMP_WAIT_POLICY"] = OPENMP_WAIT_POLICY
+    return True
+
+
+#: Log level of local worker processes (Beam's SDK harness) unless the user
+#: gave one (see ``quiet_worker_args``).
+WORKER_LOG_LEVEL = "ERROR"
+
+
+def quiet_worker_args(beam_args: Sequence[str]) -> list[str]:
+    """``beam_args`` plus ``--default_sdk_harness_log_level=ERROR`` for the
+    DirectRunner's worker processes (``multi_processing``).
+
+    At Beam's default (INFO) each worker printed its pipeline options, and
+    warnings about its staging folder and the DirectRunner flags it ignores,
+    to the launcher's console, also relayed through the launcher's logger:
+    eight lines among the stage lines of ``jobs.progress`` on two workers.
+    Our stages report through their stage clocks; errors still show. A level
+    the user passed is kept, and other runners' workers (their logs go to the
+    runner's service) are left alone. Two lines per worker remain, logged
+    before the harness reads its options.
+    """
+    args = list(beam_args)
+    mode = _flag(args, "direct_running_mode")
+    if local_workers(args) > 1 and mode == "multi_processing":
+        if _flag(args, "default_sdk_harness_log_level") is None:
+            args.append(f"--default_sdk_harness_log_level={WORKER_LOG_LEVEL}")
+    return args
+
+
 def worker_thread_env(
     threads: int, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -105,7 +156,11 @@ def worker_thread_env(
     tokenizers' own pool is switched off (workers already run in parallel).
     """
     environ = os.environ if environ is None else environ
-    wanted = {WORKER_THREADS_ENV: str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    wanted = {
+        WORKER_THREADS_ENV: str(threads),
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_WAIT_POLICY": OPENMP_WAIT_POLICY,
+    }
     wanted.update(dict.fromkeys(THREAD_POOL_ENVS, str(threads)))
     return {k: v for k, v in wanted.items() if k not in environ}
 
@@ -152,6 +207,7 @@ def sentence_model(path: str, threads: int = 0, backend: str = "torch") -> Any:
         model = _MODELS.get(path)
         if model is None:
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            passive_openmp()
             import torch  # noqa: PLC0415
 
             from ctxledger.pipelines.minilm import MiniLM  # noqa: PLC0415
