@@ -1,31 +1,35 @@
 """End-to-end nightly throughput: landing files -> committed snapshot.
 
 Data: every transcript set of ../shared/corpora section A when present (the
-``CORPORA`` env var overrides), else the bundled sample landing. Prints messages/s
-and MB/s of the whole run, the time of an idempotent re-run (nothing new), and the
-ratio of the whole pipeline to the redact stage alone on the same messages (the
-baseline: what Beam, parsing, ids, token counts and the commit cost on top).
+``CORPORA`` env var overrides), else the bundled sample landing.
 
-Then the documented local-worker flags against one process (issue 14): the same
-landing through ``ctxledger``'s nightly in a fresh interpreter, once with the
-default DirectRunner, once with ``--direct_num_workers=N
+The throughput table (issue 14): the nightly in three modes, each in a fresh
+interpreter on a fresh warehouse, as a user runs it (imports, model loads and
+the commit included): ``inline`` (evidence vectors in the run), ``deferred``
+(``evidence.embedding.mode: deferred``; then ``ctxledger embed`` fills the
+vectors, timed apart) and ``rules`` (deferred, and MiniLM swapped for a stub:
+every stage but the models, the ceiling of the non-model stages). Each mode's
+messages/s against its target (inline 300, deferred 600) and beside the stage
+ceilings as ratios: the rules-only run and the redact engine alone on the same
+messages (in this process). Then an idempotent re-run (nothing new) and peak
+RSS (``ru_maxrss``).
+
+Then the documented local-worker flags against one process: the same landing
+through ``ctxledger``'s nightly in a fresh interpreter, once with the default
+DirectRunner, once with ``--direct_num_workers=N
 --direct_running_mode=multi_processing`` and once with ``multi_threading``, each
 without any ``OMP_NUM_THREADS`` style variable (as a user runs it;
 ``--keep-thread-env`` keeps the caller's): wall and CPU seconds (workers
-included) and the speed-ups. The launcher sizes
-each worker to cores / workers threads (``pipelines.models``); without that the
-workers oversubscribe the cores and the flags made the nightly 4x slower.
+included) and the speed-ups. The launcher sizes each worker to cores / workers
+threads (``pipelines.models``); without that the workers oversubscribe the
+cores and the flags made the nightly 4x slower.
 
-Flags: ``--sets a,b`` picks transcript sets (quick subsets), ``--workers N``
-(default 2; 0 skips the comparison), ``--skip-baseline`` skips the in-process
-run and the redact baseline, ``--deferred`` runs the in-process nightly with
-``evidence.embedding.mode: deferred`` (no vectors in the nightly) and then times
-``ctxledger embed`` filling them (``jobs.embed``), ``--skip-startup`` skips the
-start-up check (a fresh-interpreter nightly with one new file that needs no
-model, and an idempotent re-run: medians of 3).
-
-Peak RSS (``ru_maxrss``) is printed for the in-process nightly and for each
-fresh-interpreter run (launcher, and the largest Beam worker process).
+Flags: ``--sets a,b`` picks transcript sets (quick subsets), ``--modes a,b``
+the table's modes, ``--deferred`` (= ``--modes deferred``), ``--workers N``
+(default 2; 0 skips the runner comparison), ``--skip-baseline`` skips the
+table, ``--skip-startup`` skips the start-up check (a fresh-interpreter
+nightly with one new file that needs no model, and an idempotent re-run:
+medians of 3).
 """
 
 from __future__ import annotations
@@ -74,6 +78,38 @@ own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print(json.dumps({"wall": wall, "new": result.files_new, "rss_kb": own,
                   "worker_rss_kb": workers}))
+"""
+
+#: One nightly mode of the throughput table in a fresh interpreter:
+#: argv = landing, warehouse, policy file ("" for the default), mode.
+#: ``rules`` swaps MiniLM for a stub (zero vectors: no classifier label clears
+#: its threshold) and defers the evidence vectors: every stage but the models.
+_MODE_CHILD = """
+import json, resource, sys, time
+import numpy as np
+landing, warehouse, policy, mode = sys.argv[1:5]
+if mode == "rules":
+    from ctxledger.pipelines.memory import classify
+    def stub(self, texts):
+        return np.zeros((len(texts), 384), dtype=np.float32)
+    classify.MiniLMEncoder.__call__ = stub
+from ctxledger.jobs.nightly import run_nightly
+started = time.perf_counter()
+result = run_nightly(landing, warehouse, policy_file=policy or None)
+wall = time.perf_counter() - started
+cpu = time.process_time()
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+embed = None
+if mode == "deferred":
+    from ctxledger.jobs.embed import run_embed
+    started = time.perf_counter()
+    filled = run_embed(warehouse, policy_file=policy)
+    embed = {"wall": time.perf_counter() - started, "updated": filled.updated,
+             "embedded": filled.embedded}
+timings = result.manifest.stage_timings if result.manifest else []
+stages = {t.stage: round(t.seconds, 2) for t in timings}
+print(json.dumps({"wall": wall, "cpu": cpu, "rss_kb": rss, "embed": embed,
+                  "stages": stages}))
 """
 
 
@@ -190,7 +226,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--keep-thread-env", action="store_true")
-    parser.add_argument("--deferred", action="store_true")
+    parser.add_argument(
+        "--modes",
+        default="inline,deferred,rules",
+        help="nightly modes of the throughput table (inline, deferred, rules)",
+    )
+    parser.add_argument(
+        "--deferred", action="store_true", help="same as --modes deferred"
+    )
     parser.add_argument("--skip-startup", action="store_true")
     args = parser.parse_args()
     sets = tuple(args.sets.split(",")) if args.sets else TRANSCRIPT_SETS
@@ -198,7 +241,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             startup(Path(tmp))
     if not args.skip_baseline:
-        in_process(sets, deferred=args.deferred)
+        modes = ("deferred",) if args.deferred else tuple(args.modes.split(","))
+        unknown = set(modes) - set(MODE_LABELS)
+        if unknown:
+            parser.error(f"unknown mode(s): {', '.join(sorted(unknown))}")
+        in_process(sets, modes)
     if args.workers:
         with tempfile.TemporaryDirectory() as tmp:
             landing = Path(tmp) / "landing"
@@ -220,77 +267,134 @@ def _deferred_policy(folder: Path) -> Path:
     return path
 
 
-def in_process(sets: tuple[str, ...], deferred: bool = False) -> None:
-    from ctxledger.jobs.embed import run_embed
-    from ctxledger.jobs.nightly import run_nightly
+#: Issue 14's targets for the whole nightly on 2 cores, messages/s.
+TARGETS = {"inline": 300, "deferred": 600}
+MODE_LABELS = {"inline": "inline", "deferred": "deferred", "rules": "rules only"}
+
+
+def run_mode(landing: Path, warehouse: Path, policy: Path | None, mode: str) -> dict:
+    """One nightly in a fresh interpreter (``_MODE_CHILD``), the caller's
+    environment kept: its wall, CPU, peak RSS, stage work and (deferred) the
+    ``ctxledger embed`` that fills the vectors afterwards."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT)
+    argv = [str(landing), str(warehouse), str(policy or ""), mode]
+    done = subprocess.run(
+        [sys.executable, "-c", _MODE_CHILD, *argv],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise SystemExit(f"nightly ({mode}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def redact_alone(landing: Path) -> float:
+    """Seconds of the redact engine alone over the landing's drafts, in this
+    process (the baseline: what Beam, parsing, ids, the ledger, memories,
+    evidence and the commit cost on top)."""
     from ctxledger.pipelines.ingest.landing import discover, parse_landing_file
     from ctxledger.pipelines.redact.engine import Redactor
     from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.schemas.policy import load_policy
+
+    policy = load_policy(None)
+    redactor = Redactor(policy, load_key())
+    redactor.setup()
+    drafts = []
+    for item in discover(landing, "default").items:
+        parsed = parse_landing_file(item, None, policy.limits.max_record_bytes)
+        drafts.extend(parsed.sessions)
+    started = time.perf_counter()
+    for draft in drafts:
+        fields = []
+        for m in draft.messages:
+            fields.append(("content", m.content))
+            if m.tool_output is not None:
+                fields.append(("tool_output", m.tool_output))
+        redactor.redact_batch(fields, "bench")
+    return time.perf_counter() - started
+
+
+def in_process(sets: tuple[str, ...], modes: tuple[str, ...]) -> None:
+    """The throughput table: each mode's nightly in a fresh interpreter on a
+    fresh warehouse (start-up, model loads and the commit included, as a user
+    runs it), against issue 14's targets and the stage ceilings."""
+    from ctxledger.pipelines.ingest.landing import discover
     from ctxledger.warehouse import Warehouse
 
     with tempfile.TemporaryDirectory() as tmp:
         landing = Path(tmp) / "landing"
         source = build_landing(landing, sets)
         size = sum(p.stat().st_size for p in landing.rglob("*") if p.is_file())
-        policy_file = _deferred_policy(Path(tmp)) if deferred else None
-        started = time.perf_counter()
-        result = run_nightly(landing, Path(tmp) / "wh", policy_file=policy_file)
-        whole = time.perf_counter() - started
-        nightly_rss = peak_rss_mb()
-        started = time.perf_counter()
-        again = run_nightly(landing, Path(tmp) / "wh", policy_file=policy_file)
-        rerun = time.perf_counter() - started
-        filled = (
-            run_embed(Path(tmp) / "wh", policy_file=policy_file) if deferred else None
-        )
-        with Warehouse.open(Path(tmp) / "wh") as wh:
-            counts = wh.row_counts()
+        files = len(discover(landing, "default").items)
+        deferred_policy = _deferred_policy(Path(tmp))
+        policies = {m: None if m == "inline" else deferred_policy for m in modes}
+        load_before = os.getloadavg()[0]
+        results = {
+            mode: run_mode(landing, Path(tmp) / f"wh_{mode}", policies[mode], mode)
+            for mode in modes
+        }
+        first = modes[0]
+        again = run_mode(landing, Path(tmp) / f"wh_{first}", policies[first], "rerun")
+        load_after = os.getloadavg()[0]
+        with Warehouse.open(Path(tmp) / f"wh_{first}") as wh:
+            messages = wh.row_counts()["messages"]
+        redact_only = redact_alone(landing)
 
-        # Baseline: the redact engine alone over the same drafts.
-        policy = load_policy(None)
-        redactor = Redactor(policy, load_key())
-        redactor.setup()
-        drafts = []
-        for item in discover(landing, "default").items:
-            parsed = parse_landing_file(item, None, policy.limits.max_record_bytes)
-            drafts.extend(parsed.sessions)
-        started = time.perf_counter()
-        for draft in drafts:
-            fields = []
-            for m in draft.messages:
-                fields.append(("content", m.content))
-                if m.tool_output is not None:
-                    fields.append(("tool_output", m.tool_output))
-            redactor.redact_batch(fields, "bench")
-        redact_only = time.perf_counter() - started
-
-    messages = counts["messages"]
-    mode = "deferred" if deferred else "inline"
-    print(f"nightly pipeline on {source} (evidence.embedding.mode: {mode})")
-    files = len(result.discovery.items)
-    print(f"  files {files}, {size / 1e6:.2f} MB, messages {messages}")
     print(
-        f"  whole run {whole:.1f}s: {messages / whole:.0f} messages/s, "
-        f"{size / 1e6 / whole:.2f} MB/s (DirectRunner, includes model load and commit)"
+        f"nightly pipeline on {source}: {files} files, {size / 1e6:.2f} MB, "
+        f"{messages} messages"
     )
     print(
-        f"  redact stage alone (baseline) {redact_only:.1f}s: "
-        f"{messages / redact_only:.0f} messages/s"
+        "  each mode in a fresh interpreter on a fresh warehouse (imports, model "
+        f"loads, commit included); load average {load_before:.1f} -> "
+        f"{load_after:.1f} on {os.cpu_count()} cores"
     )
-    print(f"  ratio whole-pipeline / redact-alone time: {whole / redact_only:.2f}x")
-    print(f"  idempotent re-run: {rerun:.2f}s, new files {again.files_new}")
     print(
-        f"  peak RSS of the nightly (one process, DirectRunner): {nightly_rss:,.0f} MB"
-        " (target < 2,048 MB)"
+        f"  {'mode':<11} {'wall':>7} {'CPU':>7} {'msg/s':>6} {'target':>6} "
+        f"{'reached':>7} {'peak RSS':>9}  stage work (s)"
     )
-    if filled is not None:
+    for mode, r in results.items():
+        rate = messages / r["wall"]
+        target = TARGETS.get(mode)
+        reached = f"{rate / target:.2f}" if target else "-"
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in r["stages"].items() if v >= 0.05)
         print(
-            f"  ctxledger embed afterwards: {filled.seconds:.1f}s for "
-            f"{filled.updated} chunk(s), {filled.embedded} text(s) through the "
-            f"model, {filled.reused} reused; nightly + embed "
-            f"{messages / (whole + filled.seconds):.0f} messages/s"
+            f"  {MODE_LABELS[mode]:<11} {r['wall']:6.1f}s {r['cpu']:6.1f}s "
+            f"{rate:6.0f} {target or '-':>6} {reached:>7} "
+            f"{r['rss_kb'] / 1024:7,.0f}MB  {stages}"
         )
+    redact_rate = messages / redact_only
+    print(
+        f"  redact stage alone (engine only, in-process baseline): "
+        f"{redact_only:.1f}s, {redact_rate:.0f} messages/s"
+    )
+    rules = results.get("rules")
+    for mode, r in results.items():
+        rate = messages / r["wall"]
+        beside = f"{rate / redact_rate:.2f} of redact alone"
+        if rules is not None and mode != "rules":
+            beside += f", {rate / (messages / rules['wall']):.2f} of rules only"
+        print(f"  {MODE_LABELS[mode]} rate = {beside}")
+    deferred = results.get("deferred")
+    if deferred is not None and deferred["embed"] is not None:
+        embed = deferred["embed"]
+        print(
+            f"  ctxledger embed after the deferred nightly: {embed['wall']:.1f}s "
+            f"for {embed['updated']} chunk(s), {embed['embedded']} text(s) "
+            f"through the model; nightly + embed "
+            f"{messages / (deferred['wall'] + embed['wall']):.0f} messages/s"
+        )
+    print(f"  idempotent re-run (fresh interpreter): {again['wall']:.2f}s")
+    print(
+        f"  peak RSS of a one-process nightly: "
+        f"{max(r['rss_kb'] for r in results.values()) / 1024:,.0f} MB "
+        "(target < 2,048 MB)"
+    )
 
 
 if __name__ == "__main__":
