@@ -24,7 +24,6 @@ from pathlib import Path
 
 from ctxledger.jobs.nightly import (
     _refresh_serving,
-    _runner_name,
     _silent,
     _stage_lines,
     load_run,
@@ -249,15 +248,10 @@ def run_backfill(
 ) -> BackfillResult:
     """Re-derive the chosen history under ``policy_file``; one snapshot if
     anything differs (module docstring)."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
 
+    from ctxledger.jobs.runner import beam_pipeline, runner_name
     from ctxledger.pipelines.graph import build_batch_graph
-    from ctxledger.pipelines.models import (
-        local_workers,
-        quiet_worker_args,
-        sized_worker_threads,
-    )
+    from ctxledger.pipelines.models import local_workers, sized_worker_threads
     from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.pipelines.sink.replace import BackfillScope, ReplacingCommit
     from ctxledger.schemas.policy import load_policy
@@ -294,7 +288,7 @@ def run_backfill(
     )
     result.run_id = config.run_id
     key = load_key(Path(key_file) if key_file else None)
-    runner = _runner_name(beam_args)
+    runner = runner_name(beam_args)
     progress(
         f"run {config.run_id}: re-deriving {len(plan.items)} file(s), "
         f"{len(plan.sessions)} session(s) on {runner}"
@@ -311,9 +305,7 @@ def run_backfill(
             attempt_lock(config.staging_dir),
             sized_worker_threads(local_workers(beam_args)),
             _stage_lines(config.staging_dir, progress) as stage_lines,
-            beam.Pipeline(
-                options=PipelineOptions(quiet_worker_args(beam_args))
-            ) as pipeline,
+            beam_pipeline(beam_args) as pipeline,
         ):
             build_batch_graph(
                 pipeline,

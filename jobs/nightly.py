@@ -59,13 +59,6 @@ def run_id_for(job: str, policy_version: str, hashes: Sequence[str]) -> str:
     return content_hash(job, policy_version, sorted(hashes), prefix="run_", length=20)
 
 
-def _runner_name(beam_args: Sequence[str]) -> str:
-    for arg in beam_args:
-        if arg.startswith("--runner="):
-            return arg.split("=", 1)[1]
-    return "DirectRunner"
-
-
 def run_nightly(
     landing: str | Path,
     warehouse: str | Path,
@@ -216,24 +209,17 @@ def _run_pipeline(
     recorded as such. Returns the stage-lines watcher (None when silent)."""
     # Beam and the graph (models, presidio: seconds of imports) only load once
     # there is work: a bad --landing fails, and a run with nothing new ends, fast.
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
+    from ctxledger.jobs.runner import beam_pipeline, runner_name
     from ctxledger.pipelines.graph import build_batch_graph
-    from ctxledger.pipelines.models import (
-        local_workers,
-        quiet_worker_args,
-        sized_worker_threads,
-    )
+    from ctxledger.pipelines.models import local_workers, sized_worker_threads
     from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.pipelines.runtime import tune_collector
 
     tune_collector()  # the launcher too: it holds every model in one process
 
     key = load_key(Path(config.key_file) if config.key_file else None)
-    runner = _runner_name(beam_args)
+    runner = runner_name(beam_args)
     progress(f"run {config.run_id}: {len(new_items)} new file(s) on {runner}")
-    options = PipelineOptions(quiet_worker_args(beam_args))
     try:
         # Staging is per attempt (``staging/<run_id>-<attempt>/``), locked while
         # this process lives: an overlapping nightly over the same files (same
@@ -246,7 +232,7 @@ def _run_pipeline(
             attempt_lock(config.staging_dir),
             sized_worker_threads(local_workers(beam_args)),
             _stage_lines(config.staging_dir, progress) as stage_lines,
-            beam.Pipeline(options=options) as pipeline,
+            beam_pipeline(beam_args) as pipeline,
         ):
             try:
                 build_batch_graph(

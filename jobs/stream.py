@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ctxledger.jobs.nightly import load_run, record_failed_run, run_id_for
+from ctxledger.jobs.runner import beam_pipeline, runner_name
 from ctxledger.jobs.version import code_version
 from ctxledger.pipelines.config import JobConfig
 from ctxledger.pipelines.ingest.landing import KnownFiles, LandingItem
@@ -172,13 +173,6 @@ def retry_transient(
     raise AssertionError("unreachable")
 
 
-def _runner_name(beam_args: Sequence[str]) -> str:
-    for arg in beam_args:
-        if arg.startswith("--runner="):
-            return arg.split("=", 1)[1]
-    return "DirectRunner"
-
-
 def _utc(micros: int) -> datetime:
     return datetime.fromtimestamp(micros / 1_000_000, tz=UTC)
 
@@ -250,7 +244,7 @@ class StreamJob:
         self.size_us = to_micros(window_seconds)
         self.poll_seconds = poll_seconds
         self.beam_args = list(beam_args)
-        self.runner = _runner_name(self.beam_args)
+        self.runner = runner_name(self.beam_args)
         self.source = source or FolderWatcher(self.landing, default_tenant)
         self.stop = stop
         self.clock = clock
@@ -409,11 +403,7 @@ class StreamJob:
     def _run_pipeline(
         self, config: JobConfig, batch: MicroBatch, started_at: datetime
     ) -> RunManifest | None:
-        import apache_beam as beam
-        from apache_beam.options.pipeline_options import PipelineOptions
-
         from ctxledger.pipelines.graph import build_batch_graph
-        from ctxledger.pipelines.models import quiet_worker_args
 
         # A retry after a commit that went through (then failed on the way out)
         # must not commit again: the run id is already a snapshot.
@@ -424,9 +414,7 @@ class StreamJob:
         shutil.rmtree(config.staging_dir, ignore_errors=True)
         with (
             attempt_lock(config.staging_dir),
-            beam.Pipeline(
-                options=PipelineOptions(quiet_worker_args(self.beam_args))
-            ) as pipeline,
+            beam_pipeline(self.beam_args) as pipeline,
         ):
             build_batch_graph(
                 pipeline,
