@@ -243,6 +243,7 @@ def beam_run(files: list[Path], settings) -> float:
 
     import apache_beam as beam
 
+    from ctxledger.jobs.runner import beam_pipeline
     from ctxledger.pipelines.config import JobConfig
     from ctxledger.pipelines.ingest.grouped import SessionRecords
     from ctxledger.pipelines.ledger.transforms import BuildLedger
@@ -266,7 +267,7 @@ def beam_run(files: list[Path], settings) -> float:
             yield records.session_id, records
 
     started = time.perf_counter()
-    with beam.Pipeline() as pipeline:
+    with beam_pipeline([]) as pipeline:  # the jobs' runner (jobs.runner)
         out = (
             pipeline
             | beam.Create([str(f) for f in files])
