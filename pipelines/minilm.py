@@ -112,12 +112,17 @@ class MiniLM:
     """
 
     def __init__(self, model_dir: str | Path):
+        import torch  # noqa: PLC0415
+
         from ctxledger.pipelines.minilm_module import load_module  # noqa: PLC0415
 
         self.model_dir = str(model_dir)
         self.tokenizer = WordPieces(model_dir)
         self.max_seq_length = self.tokenizer.max_length
         self.module = load_module(model_dir)
+        #: torch's pool as the loader sized it: the most a pass may use (each
+        #: pass takes the idle cores within it, ``pipelines.cpu_share``)
+        self.thread_budget = torch.get_num_threads()
 
     def word_piece_lengths(self, texts: Sequence[str]) -> list[int]:
         """Word pieces per text (special tokens included, truncated)."""
@@ -145,8 +150,23 @@ class MiniLM:
         )
         out = np.empty((len(ids), DIM), dtype=np.float32)
         for group in groups:
+            self._share_cores()
             out[group] = self.forward([ids[i] for i in group], bf16)
         return out
+
+    def _share_cores(self) -> None:
+        """Size torch's pool for the next pass to the cores other processes
+        leave idle (``pipelines.cpu_share``: spinning threads that lost their
+        core made a pass up to 10x slower on a busy machine)."""
+        if self.thread_budget <= 1:
+            return
+        import torch  # noqa: PLC0415
+
+        from ctxledger.pipelines.cpu_share import threads_now  # noqa: PLC0415
+
+        wanted = threads_now(self.thread_budget)
+        if torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)
 
     def forward(self, ids: Sequence[Sequence[int]], bf16: bool = False) -> np.ndarray:
         """One forward pass over word-piece id rows (``WordPieces.ids``)."""

@@ -16,27 +16,18 @@ the worker processes inherit (``worker_thread_env``: OpenMP reads it before
 its pool starts), and ``sentence_model`` also sets torch's pool from it, for
 workers that share one process (``multi_threading``) where torch may already
 be initialised. No torch or Beam import here until a model loads.
-
-Waiting threads: torch's OpenMP runtime (GNU libgomp in the Linux wheels)
-busy-waits at the end of every parallel region by default (up to 300,000
-spins) before it sleeps. On a machine whose other cores are taken (two Beam
-workers, a test run, another job), a thread that lost its core keeps the
-others spinning at the barrier: measured on 2 cores with one busy
-process beside it, MiniLM with 2 threads took 29.6 s for what 1 thread did in
-3.3 s. ``passive_openmp`` sets ``OMP_WAIT_POLICY=PASSIVE`` before torch
-loads (libgomp reads it once, when it is loaded) unless the user set a
-policy: waiting threads sleep at once (docs/performance.md measures both).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from ctxledger.pipelines.batching import TOKEN_BUDGET, token_batches
+from ctxledger.pipelines.cpu_share import available_cores
 
 _MODELS: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -53,15 +44,6 @@ def model_lock() -> threading.Lock:
     """The lock model loads run under (``pipelines.redact.loading`` holds it
     while spaCy imports with torch marked absent)."""
     return _LOCK
-
-
-def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity: ``taskset``, container
-    cpusets), else all of the machine's."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def threads_per_worker(cores: int | None, workers: int) -> int:
@@ -106,21 +88,6 @@ def local_workers(beam_args: Sequence[str], cores: int | None = None) -> int:
     return max(1, workers)
 
 
-#: libgomp's wait policy for our processes (see the module docstring).
-OPENMP_WAIT_POLICY = "PASSIVE"
-
-
-def passive_openmp(environ: MutableMapping[str, str] | None = None) -> bool:
-    """Let OpenMP threads sleep instead of spin while they wait (the module
-    docstring says why). Only takes effect before torch loads libgomp; a
-    policy the user set is kept. True when this call set it."""
-    environ = os.environ if environ is None else environ
-    if "OMP_WAIT_POLICY" in environ:
-        return False
-    environ["OMP_WAIT_POLICY"] = OPENMP_WAIT_POLICY
-    return True
-
-
 #: Log level of local worker processes (Beam's SDK harness) unless the user
 #: gave one (see ``quiet_worker_args``).
 WORKER_LOG_LEVEL = "ERROR"
@@ -159,7 +126,6 @@ def worker_thread_env(
     wanted = {
         WORKER_THREADS_ENV: str(threads),
         "TOKENIZERS_PARALLELISM": "false",
-        "OMP_WAIT_POLICY": OPENMP_WAIT_POLICY,
     }
     wanted.update(dict.fromkeys(THREAD_POOL_ENVS, str(threads)))
     return {k: v for k, v in wanted.items() if k not in environ}
@@ -207,7 +173,6 @@ def sentence_model(path: str, threads: int = 0, backend: str = "torch") -> Any:
         model = _MODELS.get(path)
         if model is None:
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            passive_openmp()
             import torch  # noqa: PLC0415
 
             from ctxledger.pipelines.minilm import MiniLM  # noqa: PLC0415

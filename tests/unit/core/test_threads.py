@@ -20,7 +20,6 @@ from ctxledger.pipelines.models import (
     THREAD_POOL_ENVS,
     WORKER_THREADS_ENV,
     local_workers,
-    passive_openmp,
     quiet_worker_args,
     sized_worker_threads,
     threads_per_worker,
@@ -93,58 +92,6 @@ def test_worker_env_sizes_every_pool_but_keeps_user_settings():
     for name in set(THREAD_POOL_ENVS) - {"OMP_NUM_THREADS"}:
         assert env[name] == "1"
     assert env["TOKENIZERS_PARALLELISM"] == "false"
-    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in worker_thread_env(1, {"OMP_WAIT_POLICY": "ACTIVE"})
-
-
-def test_passive_openmp_sets_the_policy_once_and_keeps_the_users():
-    environ: dict[str, str] = {}
-    assert passive_openmp(environ) is True
-    assert environ == {"OMP_WAIT_POLICY": "PASSIVE"}
-    assert passive_openmp(environ) is False  # already set: unchanged
-    mine = {"OMP_WAIT_POLICY": "ACTIVE"}
-    assert passive_openmp(mine) is False
-    assert mine == {"OMP_WAIT_POLICY": "ACTIVE"}
-
-
-_POLICY_AT_TORCH_IMPORT = """
-import importlib.abc, os, sys
-seen = []
-
-class Spy(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "torch" and not seen:
-            seen.append(os.environ.get("OMP_WAIT_POLICY"))
-        return None
-
-sys.meta_path.insert(0, Spy())
-from ctxledger.pipelines.evidence.embed import model_path
-from ctxledger.pipelines.models import sentence_model
-sentence_model(model_path("all-MiniLM-L6-v2"), threads=1)
-print(seen[0])
-"""
-
-
-@pytest.mark.parametrize(
-    ("given", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")]
-)
-def test_torch_loads_with_the_passive_policy_unless_the_user_set_one(given, expected):
-    """libgomp reads ``OMP_WAIT_POLICY`` when torch loads it, so the policy
-    must be in the environment *before* ``import torch``: the spy records it
-    at that moment in a fresh interpreter."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if given is not None:
-        env["OMP_WAIT_POLICY"] = given
-    done = subprocess.run(
-        [sys.executable, "-c", _POLICY_AT_TORCH_IMPORT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == expected
 
 
 @pytest.mark.parametrize(

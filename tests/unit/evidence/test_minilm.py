@@ -149,8 +149,12 @@ def test_vectors_match_sentence_transformers(ours, reference):
     scores_want = _st(reference, QUERIES) @ _st(reference, chunks).T
     scores_got = ours.encode(QUERIES) @ ours.encode(chunks).T
     for row_want, row_got in zip(scores_want, scores_got, strict=True):
-        top_want = np.argsort(-row_want, kind="stable")[:10].tolist()
-        assert np.argsort(-row_got, kind="stable")[:10].tolist() == top_want
+        top_want = np.argsort(-row_want, kind="stable")[:10]
+        top_got = np.argsort(-row_got, kind="stable")[:10]
+        # the same ranking; only chunks the reference scores alike (the same
+        # text twice: 1e-7 of float noise orders them differently per CPU) may
+        # trade places
+        np.testing.assert_allclose(row_want[top_got], row_want[top_want], atol=1e-6)
 
 
 @pytest.mark.slow
