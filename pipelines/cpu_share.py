@@ -17,13 +17,17 @@ other processes have ready to run (``procs_running`` of ``/proc/stat``, less
 this process's own running threads) and uses at most the cores they leave,
 never more than its budget (``cores // workers``, ``pipelines.models``) and
 never fewer than one: its whole budget on a quiet machine, one thread on a
-busy one. Off Linux (no ``/proc``) the budget stands.
+busy one. Off Linux (no ``/proc``) the budget stands, and so it does with
+``CTXLEDGER_SHARE_CORES=0`` (fixed threads: a benchmark on a machine whose
+other runnable threads are known to be of low priority, say).
 """
 
 from __future__ import annotations
 
 import os
 
+#: Set to 0 to keep the thread budget whatever else runs.
+SHARE_ENV = "CTXLEDGER_SHARE_CORES"
 _STAT = "/proc/stat"
 _TASKS = "/proc/self/task"
 
@@ -69,6 +73,8 @@ def threads_now(
     A budget of one needs no look at the machine."""
     if budget <= 1:
         return 1
+    if elsewhere is None and os.environ.get(SHARE_ENV, "1") == "0":
+        return budget
     if elsewhere is None:
         elsewhere = running_elsewhere()
         if elsewhere is None:

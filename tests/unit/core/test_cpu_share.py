@@ -36,6 +36,13 @@ def test_without_proc_the_budget_stands(monkeypatch):
     assert threads_now(2, cores=2) == 2
 
 
+def test_sharing_can_be_switched_off(monkeypatch):
+    monkeypatch.setattr(cpu_share, "running_elsewhere", lambda: 1)
+    assert threads_now(2, cores=2) == 1
+    monkeypatch.setenv(cpu_share.SHARE_ENV, "0")
+    assert threads_now(2, cores=2) == 2
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_running_elsewhere_sees_a_busy_process():
     busy = subprocess.Popen(
