@@ -25,7 +25,8 @@ threads (``pipelines.models``); without that the workers oversubscribe the
 cores and the flags made the nightly 4x slower.
 
 Flags: ``--sets a,b`` picks transcript sets (quick subsets), ``--modes a,b``
-the table's modes, ``--deferred`` (= ``--modes deferred``), ``--workers N``
+the table's modes, ``--deferred`` (= ``--modes deferred``),
+``--runner-modes a,b`` the runner comparison's (inline, deferred), ``--workers N``
 (default 2; 0 skips the runner comparison), ``--skip-baseline`` skips the
 table, ``--skip-startup`` skips the start-up check (a fresh-interpreter
 nightly with one new file that needs no model, and an idempotent re-run:
@@ -69,10 +70,12 @@ THREAD_ENV = (
 )
 
 _CHILD = """
-import json, resource, sys, time
+import json, os, resource, sys, time
 from ctxledger.jobs.nightly import run_nightly
+policy = os.environ.get("BENCH_POLICY") or None
 started = time.perf_counter()
-result = run_nightly(sys.argv[1], sys.argv[2], beam_args=sys.argv[3:])
+result = run_nightly(sys.argv[1], sys.argv[2], policy_file=policy,
+                     beam_args=sys.argv[3:])
 wall = time.perf_counter() - started
 own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -130,13 +133,20 @@ def build_landing(target: Path, sets: tuple[str, ...] = TRANSCRIPT_SETS) -> str:
     return f"{corpora} section A ({len(sets)} transcript sets)"
 
 
-def run_child(landing: Path, warehouse: Path, beam_args: list[str], keep_env: bool):
+def run_child(
+    landing: Path,
+    warehouse: Path,
+    beam_args: list[str],
+    keep_env: bool,
+    policy: Path | None = None,
+):
     """One nightly in a fresh interpreter: (wall s, CPU s incl. its workers,
     peak RSS MB of the launcher, of its largest worker process)."""
     env = dict(os.environ)
     if not keep_env:
         for name in THREAD_ENV:
             env.pop(name, None)
+    env["BENCH_POLICY"] = str(policy or "")
     env["PYTHONPATH"] = str(ROOT)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
@@ -157,13 +167,23 @@ def run_child(landing: Path, warehouse: Path, beam_args: list[str], keep_env: bo
     return wall, cpu, report["rss_kb"] / 1024, report["worker_rss_kb"] / 1024
 
 
-def compare_runners(landing: Path, tmp: Path, workers: int, keep_env: bool) -> None:
+def compare_runners(
+    landing: Path, tmp: Path, workers: int, keep_env: bool, mode_name: str = "inline"
+) -> None:
     """One process vs ``workers`` local workers on the same landing, in both
     of the DirectRunner's local modes: worker processes (``multi_processing``)
-    and worker threads of one process (``multi_threading``)."""
-    one_wall, one_cpu, one_rss, _ = run_child(landing, tmp / "wh_one", [], keep_env)
+    and worker threads of one process (``multi_threading``); ``mode_name``
+    ``deferred`` runs them with deferred evidence vectors."""
+    policy = _deferred_policy(tmp) if mode_name == "deferred" else None
+    tmp = tmp / mode_name
+    one_wall, one_cpu, one_rss, _ = run_child(
+        landing, tmp / "wh_one", [], keep_env, policy
+    )
     env = "caller's thread env" if keep_env else "no OMP_NUM_THREADS-style env"
-    print(f"  runners ({os.cpu_count()} cores, {env}, fresh interpreters):")
+    print(
+        f"  runners, {mode_name} nightly ({os.cpu_count()} cores, {env}, "
+        "fresh interpreters):"
+    )
     print(
         f"    one process:       {one_wall:6.1f}s wall, {one_cpu:6.1f}s CPU, "
         f"peak RSS {one_rss:,.0f} MB"
@@ -171,7 +191,7 @@ def compare_runners(landing: Path, tmp: Path, workers: int, keep_env: bool) -> N
     for mode in ("multi_processing", "multi_threading"):
         flags = [f"--direct_num_workers={workers}", f"--direct_running_mode={mode}"]
         wall, cpu, rss, worker_rss = run_child(
-            landing, tmp / f"wh_{mode}", flags, keep_env
+            landing, tmp / f"wh_{mode}", flags, keep_env, policy
         )
         kind = "processes" if mode == "multi_processing" else "threads  "
         workers_rss = (
@@ -235,6 +255,11 @@ def main() -> None:
         "--deferred", action="store_true", help="same as --modes deferred"
     )
     parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument(
+        "--runner-modes",
+        default="inline,deferred",
+        help="nightly modes of the runner comparison (inline, deferred)",
+    )
     args = parser.parse_args()
     sets = tuple(args.sets.split(",")) if args.sets else TRANSCRIPT_SETS
     if not args.skip_startup:
@@ -251,7 +276,10 @@ def main() -> None:
             landing = Path(tmp) / "landing"
             source = build_landing(landing, sets)
             print(f"runner comparison on {source}")
-            compare_runners(landing, Path(tmp), args.workers, args.keep_thread_env)
+            for mode in args.runner_modes.split(","):
+                compare_runners(
+                    landing, Path(tmp), args.workers, args.keep_thread_env, mode
+                )
 
 
 def _deferred_policy(folder: Path) -> Path:
