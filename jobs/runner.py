@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxledger.pipelines.models import quiet_worker_args
+from ctxledger.pipelines.models import beam_flag, quiet_worker_args
 
 #: ``--runner`` values that mean Beam's local DirectRunner.
 DIRECT_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
@@ -33,13 +33,7 @@ DIRECT_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
 
 def runner_flag(beam_args: Sequence[str]) -> str | None:
     """The last ``--runner`` value of ``beam_args`` (None when absent)."""
-    value = None
-    for index, arg in enumerate(beam_args):
-        if arg.startswith("--runner="):
-            value = arg.split("=", 1)[1]
-        elif arg == "--runner" and index + 1 < len(beam_args):
-            value = beam_args[index + 1]
-    return value
+    return beam_flag(beam_args, "runner")
 
 
 def runner_name(beam_args: Sequence[str]) -> str:

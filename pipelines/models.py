@@ -51,7 +51,7 @@ def threads_per_worker(cores: int | None, workers: int) -> int:
     return max(1, (cores or 1) // max(1, workers))
 
 
-def _flag(beam_args: Sequence[str], name: str) -> str | None:
+def beam_flag(beam_args: Sequence[str], name: str) -> str | None:
     """The value of ``--name=value`` or ``--name value`` (the last one wins, as
     in Beam's argparse); None when absent."""
     value = None
@@ -72,13 +72,13 @@ def local_workers(beam_args: Sequence[str], cores: int | None = None) -> int:
     default in-memory mode and for remote runners, whose workers run on their
     own machines.
     """
-    runner = _flag(beam_args, "runner") or "DirectRunner"
+    runner = beam_flag(beam_args, "runner") or "DirectRunner"
     if runner.rsplit(".", 1)[-1] not in _LOCAL_RUNNERS:
         return 1
-    mode = _flag(beam_args, "direct_running_mode") or "in_memory"
+    mode = beam_flag(beam_args, "direct_running_mode") or "in_memory"
     if mode not in ("multi_processing", "multi_threading"):
         return 1
-    raw = _flag(beam_args, "direct_num_workers")
+    raw = beam_flag(beam_args, "direct_num_workers")
     try:
         workers = int(raw) if raw is not None else 1
     except ValueError:
@@ -107,9 +107,9 @@ def quiet_worker_args(beam_args: Sequence[str]) -> list[str]:
     before the harness reads its options.
     """
     args = list(beam_args)
-    mode = _flag(args, "direct_running_mode")
+    mode = beam_flag(args, "direct_running_mode")
     if local_workers(args) > 1 and mode == "multi_processing":
-        if _flag(args, "default_sdk_harness_log_level") is None:
+        if beam_flag(args, "default_sdk_harness_log_level") is None:
             args.append(f"--default_sdk_harness_log_level={WORKER_LOG_LEVEL}")
     return args
 
