@@ -151,6 +151,12 @@ def _fields_of(message: DraftMessage) -> list[tuple[str, str]]:
     return items
 
 
+def redaction_texts(draft: DraftSession) -> list[str]:
+    """Every text ``normalize_session`` hands the redactor for ``draft`` (what
+    the redact stage prefetches for a batch of sessions)."""
+    return [text for m in draft.messages for _, text in _fields_of(m)]
+
+
 _NOT_JSON = object()
 
 

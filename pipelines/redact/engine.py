@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,6 +268,32 @@ class Redactor:
             self._apply(text or "", field_name, dets, tenant_id)
             for (field_name, text), dets in zip(items, detections, strict=True)
         ]
+
+    def prefetch(self, texts: Sequence[str]) -> int:
+        """Detect, in one batch, texts that several later ``redact_batch``
+        calls will ask for, so that each call finds them in the detection
+        cache; returns how many were detected now.
+
+        Why: each ``detect_batch`` runs one ``nlp.pipe`` for its NER windows,
+        and one session has only a few of them: spaCy's per-call and per-batch
+        work was most of the NER time. The redact stage prefetches the texts
+        of a batch of sessions (``RedactSessionFn``), then redacts each
+        session as before: on corpora section A the engine took 3.24-3.31 s
+        instead of 3.75-3.96 s with 32 sessions a batch, with the same text
+        and findings for every field. Only texts the cache will keep are
+        detected (each within ``cache_max_chars``, at most ``cache_size``):
+        one it would drop would be detected twice.
+        """
+        if self.cache_size <= 0:
+            return 0
+        wanted = [
+            text
+            for text in dict.fromkeys(texts)
+            if text and len(text) <= self.cache_max_chars and text not in self._cache
+        ][: self.cache_size]
+        if wanted:
+            self.detect_batch(wanted)
+        return len(wanted)
 
     def detect_batch(self, texts: list[str]) -> list[tuple[Detection, ...]]:
         """Final (filtered, non-overlapping) detections in each original text."""

@@ -28,9 +28,15 @@ RECORD_TAGS = ("messages", "artifacts", "tool_observations")
 SESSION_RECORDS = "session_records"
 
 
+#: Draft sessions per ``RedactSessionFn`` call: their texts are detected
+#: together first (``Redactor.prefetch``), then each session is redacted alone.
+SESSION_BATCH = 32
+
+
 @timed("redact")
 class RedactSessionFn(beam.DoFn):
-    """Redact one draft session and emit its records by table."""
+    """Redact a batch of draft sessions, each on its own, and emit their
+    records by table; the batch only shares the detection passes."""
 
     def __init__(self, config: JobConfig, policy, key: bytes):
         self.config = config
@@ -46,7 +52,22 @@ class RedactSessionFn(beam.DoFn):
         self.redactor = Redactor(self.policy, self.key)
         self.redactor.setup()
 
-    def process(self, element):
+    def process(self, batch):
+        from ctxledger.pipelines.ingest.normalize import redaction_texts
+
+        batch = list(batch)
+        if len(batch) > 1:
+            texts = [text for _, draft in batch for text in redaction_texts(draft)]
+            try:
+                self.redactor.prefetch(texts)
+            except Exception:  # noqa: BLE001, S110
+                # nothing is lost: each session redacts its own texts again
+                # below, where a failing text becomes that message's dead letter
+                pass
+        for element in batch:
+            yield from self._session(element)
+
+    def _session(self, element):
         item, draft = element
         info = source_info(item, self.config, self.policy.memory.subject_metadata_key)
         tenant = item.tenant_id
@@ -82,9 +103,17 @@ class RedactPII(beam.PTransform):
         self.key = key
 
     def expand(self, sessions):
-        return sessions | "RedactSessions" >> beam.ParDo(
-            RedactSessionFn(self.config, self.policy, self.key)
-        ).with_outputs(DEAD_LETTER, SESSION_RECORDS, *RECORD_TAGS, main="sessions")
+        return (
+            sessions
+            | "BatchSessions"
+            >> beam.BatchElements(
+                min_batch_size=SESSION_BATCH, max_batch_size=SESSION_BATCH
+            )
+            | "RedactSessions"
+            >> beam.ParDo(
+                RedactSessionFn(self.config, self.policy, self.key)
+            ).with_outputs(DEAD_LETTER, SESSION_RECORDS, *RECORD_TAGS, main="sessions")
+        )
 
 
 class GroupSessions(beam.PTransform):

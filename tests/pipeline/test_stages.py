@@ -199,3 +199,69 @@ def test_files_spread_between_two_workers_parse_as_reshuffled_ones(tmp_path):
             equal_to([(f"tenant=acme/chat{n}.jsonl", n + 1) for n in range(5)]),
             label="CheckFiles",
         )
+
+
+def _sessions(tmp_path, count: int) -> list:
+    (tmp_path / "landing").mkdir(exist_ok=True)
+    (tmp_path / "landing" / "x.jsonl").write_text("{}\n")
+    (item,) = discover(tmp_path / "landing", "acme").items
+    return [
+        (
+            item,
+            DraftSession(
+                source_format="canonical",
+                external_id=f"s{n}",
+                source_offset=f"line:{n}",
+                messages=[
+                    DraftMessage(
+                        role="user",
+                        content=f"I am Maria Garcia, ticket {n}: maria{n}@example.com",
+                        source_offset=f"line:{n}",
+                    )
+                ],
+            ),
+        )
+        for n in range(count)
+    ]
+
+
+@pytest.mark.parametrize("prefetch_fails", [False, True])
+def test_redact_pii_batches_sessions_and_loses_none(
+    tmp_path, monkeypatch, prefetch_fails
+):
+    """Sessions go through ``RedactSessionFn`` in batches whose texts are
+    detected together first; a prefetch that fails loses nothing (each
+    session redacts its own texts) and adds no dead letter."""
+    from ctxledger.pipelines.redact.engine import Redactor
+    from ctxledger.schemas.policy import load_policy
+
+    if prefetch_fails:
+
+        def broken(self, texts):
+            raise RuntimeError("detector down")
+
+        monkeypatch.setattr(Redactor, "prefetch", broken)
+    policy = load_policy(None)
+    config = _config(tmp_path).model_copy(
+        update={"policy_version": policy.policy_version}
+    )
+    items = _sessions(tmp_path, 40)  # more than one batch (SESSION_BATCH = 32)
+    with TestPipeline() as p:
+        out = p | beam.Create(items) | RedactPII(config, policy, b"k" * 32)
+        assert_that(
+            out.messages
+            | beam.Map(
+                lambda m: (
+                    "maria" in m.content.lower(),
+                    sorted({f.entity_type for f in m.pii}),
+                )
+            ),
+            equal_to([(False, ["EMAIL_ADDRESS", "PERSON"])] * 40),
+            label="CheckMessages",
+        )
+        assert_that(out.dead_letter, equal_to([]), label="CheckNoDeadLetters")
+        assert_that(
+            out.sessions | beam.combiners.Count.Globally(),
+            equal_to([40]),
+            label="CheckSessions",
+        )

@@ -200,3 +200,30 @@ def test_presidio_analyzer_with_our_recognizers(policy) -> None:
         entities=["GITHUB_TOKEN", "PASSWORD", "PERSON"],
     )
     assert {r.entity_type for r in results} >= {"GITHUB_TOKEN", "PASSWORD", "PERSON"}
+
+
+def test_prefetch_fills_the_cache_and_changes_no_result() -> None:
+    policy = load_policy(None)
+    texts = [
+        "Hi, I'm John Smith from Seattle, mail john.smith@example.com",
+        f"token {GH} in the build log",
+        "Call Maria Garcia in Lisbon tomorrow.",
+        "",
+    ]
+    plain = Redactor(policy, TEST_KEY)
+    want = plain.redact_batch([("content", t) for t in texts], "acme")
+    warm = Redactor(policy, TEST_KEY)
+    assert warm.prefetch(texts + texts) == 3  # distinct, non-empty
+    hits = warm.stats["cache_hits"]
+    got = warm.redact_batch([("content", t) for t in texts], "acme")
+    assert warm.stats["cache_hits"] == hits + 3  # every text from the cache
+    assert [(r.text, r.findings) for r in got] == [(r.text, r.findings) for r in want]
+    assert warm.prefetch(texts) == 0  # already cached
+
+
+def test_prefetch_detects_only_what_the_cache_keeps() -> None:
+    policy = load_policy(None)
+    small = Redactor(policy, TEST_KEY, cache_size=2, cache_max_chars=40)
+    texts = ["short one, Anna", "x" * 41, "short two, Bob", "short three, Eve"]
+    assert small.prefetch(texts) == 2  # the long text is skipped, then the cap
+    assert Redactor(policy, TEST_KEY, cache_size=0).prefetch(texts) == 0
