@@ -187,14 +187,17 @@ def greedy_select(
     picked: list[tuple[int, bool]] = []
     dropped: list[tuple[int, str]] = []
     chosen_keys: set[str] = set()
+    keys = [_key(c) for c in candidates]
     used = 0
 
-    def select(i: int, forced: bool) -> None:
+    def select(i: int, forced: bool, spent: int | None = None) -> None:
+        # ``spent``: ``cost(i)`` as the caller just computed it (the cost of
+        # joined neighbours is the same until this selection)
         nonlocal used
-        used += cost(i)
+        used += cost(i) if spent is None else spent
         if on_select is not None:
             on_select(i, forced)
-        chosen_keys.add(_key(candidates[i]))
+        chosen_keys.add(keys[i])
         scorer.add(i)
         picked.append((i, forced))
 
@@ -204,7 +207,7 @@ def greedy_select(
         dropped.append((i, reason))
 
     def redundant(i: int, near: np.ndarray) -> str | None:
-        if _key(candidates[i]) in chosen_keys:
+        if keys[i] in chosen_keys:
             return "duplicate"
         return "near_duplicate" if near[i] else None
 
@@ -245,10 +248,11 @@ def greedy_select(
                     drop(i, redundant(i, near) or "non_positive_utility")
                 remaining[ranked[at + 1 :]] = False
                 break
-            if used + cost(best) > budget:
+            spent = cost(best)
+            if used + spent > budget:
                 drop(best, "over_budget")
                 continue
-            select(best, False)
+            select(best, False, spent)
             break  # the scorer moved on: rank what remains again
     return picked, dropped, used
 

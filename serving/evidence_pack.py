@@ -129,10 +129,12 @@ class Candidate:
 
 def _copy(c: Candidate) -> Candidate:
     """A shallow copy of ``c`` (its fields, not ``dataclasses.replace``'s
-    re-initialisation: ~0.5 us instead of ~4 us; nothing a call sets on its
-    copy is shared with the original)."""
+    re-initialisation: ~0.3 us instead of ~4 us; nothing a call sets on its
+    copy is shared with the original). The field dict is copied whole
+    (``dict.copy``), not re-inserted key by key (``update``: twice the time
+    on ~160 candidates a pack)."""
     out = object.__new__(Candidate)
-    out.__dict__.update(c.__dict__)
+    out.__dict__ = c.__dict__.copy()
     return out
 
 
@@ -850,9 +852,28 @@ def _apply_sources(
     kept: list[Candidate] = []
     dropped: list[tuple[Candidate, str]] = []
     withheld = 0
+    # Per call, by value: the freshness of each (date, half-life) and the
+    # clearance of each source. Chunks of one document version share a date
+    # and most candidates share a few sources, so ~160 candidates need a
+    # few dozen ``freshness`` and ``above_clearance`` calls (the same
+    # values: both are pure functions of these arguments).
+    fresh: dict[tuple[datetime | None, float], float] = {}
+    cleared: dict[int, bool] = {}
+    version = registry.registry_version
     for c in candidates:
-        spec = _stamp(c, registry, settings, at)
-        if above_clearance(spec.sensitivity, clearance):
+        spec = c.spec
+        if spec is None or c.registry_version != version:
+            spec = _stamp_source(c, registry, settings)
+        half_life = spec.freshness_half_life_days or settings.freshness_half_life_days
+        key = (c.effective_from, half_life)
+        value = fresh.get(key)
+        if value is None:
+            value = fresh[key] = freshness(c.effective_from, at, half_life)
+        c.freshness = value
+        above = cleared.get(id(spec))
+        if above is None:
+            above = cleared[id(spec)] = above_clearance(spec.sensitivity, clearance)
+        if above:
             withheld += 1
         elif spec.invalidated:
             dropped.append((c, "source_invalidated"))
@@ -1115,7 +1136,9 @@ def manifest_data(
     candidates += _memory_candidates(wh, request, policy, notes, memories)
     clearance = registry.clearance_of(request.principal_groups)
     for c in candidates:
-        c.relevance = max(0.0, min(1.0, float(query_vec @ c.vector)))
+        # ``vector.dot(query)``: the same BLAS dot as ``query @ vector``
+        # (same products, same order), without matmul's dispatch (~1 us each)
+        c.relevance = max(0.0, min(1.0, float(c.vector.dot(query_vec))))
     candidates, source_drops, withheld = _apply_sources(
         candidates, registry, settings, at, clearance
     )
