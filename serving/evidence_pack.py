@@ -114,6 +114,9 @@ class Candidate:
     row: int | None = None
     doc_version_id: str | None = None
     shingles: frozenset[int] = frozenset()
+    #: ``shingles`` as an int64 array (``_shingle_array``), kept with a row's
+    #: candidate so a selection state gets it without a cache lookup.
+    shingle_ids: np.ndarray | None = None
     #: What the source registry is matched on: the key kind and its keys.
     source_kind: str = "document"
     source_keys: tuple[str | None, ...] = ()
@@ -250,7 +253,14 @@ def _reading_order(index: EvidenceIndex) -> dict[str, Any]:
     docs = meta.column("doc_id").to_pylist()
     for row, key in enumerate(zip(tenants, docs, strict=True)):
         by_doc.setdefault(key, []).append(row)
-    cached = {"next": following, "prev": preceding, "by_doc": by_doc}
+    cached = {
+        "next": following,
+        "prev": preceding,
+        # arrays, once: ``_superseded`` indexes them for every selected document
+        "by_doc": {
+            key: np.asarray(rows, dtype=np.int64) for key, rows in by_doc.items()
+        },
+    }
     with _ORDER_LOCK:
         _ORDER[index] = cached
     return cached
@@ -274,12 +284,14 @@ def _chunk_candidate(
     (``_chunk_fields``) is worked out once per index and row; the candidate
     itself is new on every call (``pack`` stamps its scores and source)."""
     fields, meta = _chunk_fields(index, row)
+    shingled = _chunk_shingles(fields["text"], settings.shingle_words)
     return Candidate(
         **fields,
         vector=index.vectors[row],
         section_path=list(meta["section_path"]),
         authority=_authority(meta, settings),
-        shingles=_chunk_shingles(fields["text"], settings.shingle_words),
+        shingles=shingled,
+        shingle_ids=_shingle_array(shingled),
     )
 
 
@@ -551,6 +563,7 @@ def _memory_candidates(
                 effective_from=memory.valid_from,
                 content_key=key,
                 shingles=shingled,
+                shingle_ids=_shingle_array(shingled),
                 source_kind="memory",
                 source_keys=(
                     memory.source,
@@ -762,8 +775,8 @@ def _superseded(
         if c.kind != "evidence" or c.row is None or c.doc_id in seen:
             continue
         seen.add(c.doc_id or "")
-        rows = np.asarray(order["by_doc"].get((request.tenant_id, c.doc_id), []))
-        if not len(rows):
+        rows = order["by_doc"].get((request.tenant_id, c.doc_id))
+        if rows is None or not len(rows):
             continue
         ended = rows[(index.eff_to[rows] <= t)]
         if not len(ended):
@@ -941,7 +954,10 @@ class _Greedy:
         # ids].sum(0)`` to ``shared`` (a few array calls; the owner lists it
         # replaced took ten, ~15 us of each of ~50 selections), and the matrix
         # stays small (most shingles of a pack are in one candidate only).
-        arrays = [_shingle_array(c.shingles) for c in candidates]
+        arrays = [
+            _shingle_array(c.shingles) if c.shingle_ids is None else c.shingle_ids
+            for c in candidates
+        ]
         lengths = [len(a) for a in arrays]
         hashes = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
         _, self.ids, counts = np.unique(hashes, return_inverse=True, return_counts=True)

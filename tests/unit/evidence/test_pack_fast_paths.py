@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 
 from ctxledger.schemas.evidence import PackSettings, SearchSettings
 from ctxledger.serving.evidence_index import EvidenceIndex
-from ctxledger.serving.evidence_pack import Candidate, _Greedy, round6
+from ctxledger.serving.evidence_pack import (
+    Candidate,
+    _Greedy,
+    _shingle_array,
+    round6,
+)
 
 _WORDS = "rotate key api on call pager escalate restart node disk".split()
 
@@ -134,6 +139,8 @@ def test_greedy_overlap_and_closest_match_sets(seed, n, pool, picks):
         )
         for i in range(n)
     ]
+    for c in candidates[::2]:  # rows' candidates carry their shingle array
+        c.shingle_ids = _shingle_array(c.shingles)
     state = _Greedy(candidates, PackSettings())
     seen: set[int] = set()
     best = np.full(n, -1.0)
