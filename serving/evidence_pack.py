@@ -974,6 +974,14 @@ class _Greedy:
         #: selection so far; None after a selection (``_now``).
         self._current: tuple[np.ndarray, np.ndarray] | None = None
         self._weighted = settings.redundancy_weight * self.base
+        # Python floats of the same values, for one candidate at a time
+        # (``utility_of``, ``penalty``)
+        self._base_of = self.base.tolist()
+        self._weighted_of = self._weighted.tolist()
+        #: Utilities only fall as items are selected (``LazyScorer``): the
+        #: shared shingles and closest cosines only grow, and with no
+        #: negative ``weight x base`` the penalty grows with them.
+        self.monotone = bool((self._weighted >= 0).all())
 
     @property
     def seen(self) -> set[int]:
@@ -1030,13 +1038,34 @@ class _Greedy:
 
     def penalty(self, i: int) -> float:
         """Candidate ``i``'s redundancy penalty now (``redundancy``)."""
-        return self._now()[0][i]
+        return self._penalty_of(i)[0]
+
+    def _penalty_of(self, i: int) -> tuple[float, bool]:
+        """``_now()``'s ``(penalty, near_duplicate)`` at ``i`` alone, in
+        Python floats: the same operations on the same values (share, the
+        two thresholds, ``weight x base`` times the share or 1.0)."""
+        s = self.settings
+        if s.redundancy_weight == 0.0:
+            return 0.0, False
+        shared = float(self.shared[i]) / float(self.sizes[i])
+        near = (
+            shared >= s.near_duplicate_overlap
+            or float(self.max_cos[i]) >= s.near_duplicate_cosine
+        )
+        return self._weighted_of[i] * (1.0 if near else shared), near
+
+    def utility_of(self, i: int) -> tuple[float, bool]:
+        """``utilities()`` at ``i`` alone (``LazyScorer``): ``base -
+        penalty`` rounded as ``ndarray.round(6)`` rounds (times 1e6, to the
+        nearest integer, ties to even, divided by 1e6)."""
+        penalty, near = self._penalty_of(i)
+        return round((self._base_of[i] - penalty) * 1e6) / 1e6, near
 
     def closest_selected(self, i: int) -> str | None:
         """The selected item candidate ``i`` repeats most, now: by cosine when
         that made it a near-duplicate, else by shared shingles (None unless
         it is a near-duplicate)."""
-        if not self._now()[1][i]:
+        if not self._penalty_of(i)[1]:
             return None
         if self.max_cos[i] >= self.settings.near_duplicate_cosine:
             return self.candidates[int(self.closest[i])].item_id

@@ -155,6 +155,13 @@ def test_greedy_overlap_and_closest_match_sets(seed, n, pool, picks):
         assert state.shared.tolist() == shared
         assert state.max_cos.tolist() == best.tolist()
         assert state.closest.tolist() == closest.tolist()
+        # one candidate at a time (the lazy selection) = the arrays, exactly
+        utility, near = state.utilities()
+        penalty = state._now()[0]
+        for j in range(n):
+            assert state.utility_of(j) == (utility[j], near[j])
+            assert _same_float(state.penalty(j), float(penalty[j]))
+        assert state.monotone
 
 
 def _reference_apply_sources(candidates, registry, settings, at, clearance):
