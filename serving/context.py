@@ -251,7 +251,7 @@ class Context:
             with self._store_lock:
                 store = gen.state
                 if store is None:
-                    store = gen.state = MemoryStore(gen.wh)
+                    store = gen.state = MemoryStore(gen.wh, frozen=True)
         return store
 
     def _registry(self, wh: Warehouse) -> SourceRegistry:
@@ -317,7 +317,7 @@ def _warm(wh: Warehouse, policy: Policy, replica: bool = True) -> MemoryStore:
     from ctxledger.warehouse.evidence_api import embedder
     from ctxledger.warehouse.memory_serving import REPLICA_TABLES
 
-    store = MemoryStore(wh)
+    store = MemoryStore(wh, frozen=True)
     try:
         tables = wh.existing_tables()
         if replica and set(REPLICA_TABLES) <= tables:

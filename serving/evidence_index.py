@@ -467,8 +467,11 @@ class EvidenceIndex:
         none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
         if not len(scope):
             return none
+        # term ids in order, not in the hash order of a set of strings: a
+        # row's score is summed term by term, and another order can move its
+        # last bits (per process: string hashes are salted)
         terms = set(self._tokenizer.terms(query))
-        ids = [self.term_ids[t] for t in terms if t in self.term_ids]
+        ids = sorted(self.term_ids[t] for t in terms if t in self.term_ids)
         if not ids:
             return none
         lo, hi = int(scope[0]), int(scope[-1]) + 1

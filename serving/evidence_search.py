@@ -100,7 +100,11 @@ def build_index(
             f"c.tenant_id, {subject} AS subject_id, c.section_path, c.char_start, "
             "c.char_end, c.text, c.token_count, c.content_hash, c.trust, "
             "v.authority, c.effective_from, v.effective_to, c.acl, c.embedding "
-            "FROM evidence_chunks c JOIN evidence_versions() v USING (doc_version_id)"
+            "FROM evidence_chunks c JOIN evidence_versions() v USING (doc_version_id) "
+            # one order in every process: the IVF lists are trained on a
+            # sample drawn by position, and equal scores rank by row (a join's
+            # rows come in the order its threads finish)
+            "ORDER BY c.chunk_id, c.doc_version_id"
         ).arrow()
         if hasattr(table, "read_all"):
             table = table.read_all()

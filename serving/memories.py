@@ -344,11 +344,28 @@ class MemoryStore(ReplicaSet):
         settings: Any = None,
         owns: bool = False,
         clock: Callable[[], datetime] | None = None,
+        frozen: bool = False,
     ):
         super().__init__(wh, owns=owns)
         self.settings = settings
         #: "Now" for expiry and the live basis (tests move it; default: the time).
         self.clock = clock or (lambda: datetime.now(UTC))
+        #: The catalog under ``wh`` never changes (``Context``'s snapshot
+        #: generations: a private copy no writer touches), so its signature
+        #: is read once instead of on every lookup (``_catalog_signature``).
+        self.frozen = frozen
+        self._frozen_signature: tuple | None = None
+
+    def _catalog_signature(self) -> tuple | None:
+        """The catalog's signature (``ReplicaSet``), read once when ``frozen``:
+        the two ``stat`` calls (the WAL's a ``FileNotFoundError`` once
+        checkpointed) were ~5% of a warm /pack's CPU, asked of a file nobody
+        writes."""
+        if not self.frozen:
+            return super()._catalog_signature()
+        if self._frozen_signature is None:
+            self._frozen_signature = super()._catalog_signature()
+        return self._frozen_signature
 
     @classmethod
     def open(

@@ -520,6 +520,32 @@ def test_search_finds_the_error_line_of_a_windowed_tool_output(lake, wh):
     assert "evicted=pod-0\n" in texts and "evicted=pod-29\n" in texts
 
 
+def test_the_index_has_one_row_order_in_every_process(lake, wh, monkeypatch):
+    """``build_index`` reads the chunks in chunk-id order: the IVF lists are
+    trained on a sample drawn by position and equal scores rank by row, so a
+    join's thread-dependent order gave two server workers different row
+    orders, and sometimes different manifests, for one snapshot."""
+    from ctxledger.serving.evidence_index import EvidenceIndex
+    from ctxledger.serving.evidence_search import build_index
+
+    seen = []
+    real = EvidenceIndex.from_rows.__func__
+
+    def spy(cls, meta, *args, **kwargs):
+        seen.append(meta.column("chunk_id").to_pylist())
+        return real(cls, meta, *args, **kwargs)
+
+    monkeypatch.setattr(EvidenceIndex, "from_rows", classmethod(spy))
+    settings = lake.policy.evidence.search.model_copy(update={"ivf_min_rows": 8})
+    orders = []
+    for threads in (1, 4):
+        wh.connection().execute(f"SET threads = {threads}")
+        orders.append(build_index(wh, settings).column("chunk_id"))
+    wh.connection().execute("RESET threads")
+    assert seen and all(ids == sorted(ids) for ids in seen)
+    assert orders[0] == orders[1]
+
+
 def test_nul_in_a_query_is_text(lake, wh):
     # NUL separates words like a space (the embedding may differ, BM25 not)
     plain = search_evidence(wh, "acme", ["sre"], "pods pending", policy=lake.policy)

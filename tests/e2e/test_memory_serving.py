@@ -279,6 +279,37 @@ def test_a_context_owns_a_store_per_snapshot_and_closes_it_with_it(tmp_path):
         assert first.snapshot_id is None and first._replicas == {}  # closed
 
 
+def test_a_context_store_reads_its_catalog_signature_once(tmp_path, monkeypatch):
+    """A snapshot generation's catalog is a private copy nobody writes, so its
+    store (``frozen``) stats it once, not on every lookup; a plain store
+    still stats the live catalog on every lookup and sees a commit."""
+    import ctxledger.warehouse.memory_serving as serving
+
+    stats = []
+    real = serving.file_signature
+    monkeypatch.setattr(
+        serving, "file_signature", lambda paths: stats.append(1) or real(paths)
+    )
+    root = tmp_path / "wh"
+    _seeded(root).close()
+    with Context.open(root, poll_s=0, warm=False, blas_threads=None) as ctx:
+        for _ in range(3):
+            assert ctx.memories("acme", "u1", "support").facts
+        with ctx.reader.generation() as gen:
+            assert gen.state.frozen
+    assert len(stats) == 1
+    stats.clear()
+    with Warehouse.open(root) as wh:
+        store = MemoryStore(wh)
+        for _ in range(3):
+            view = store.memories("acme", "u1", "support")
+            assert "Later statement" not in view.facts
+        _commit(wh, "r2", [_memory("acme", "u1", "Later statement", days_ago=1)])
+        assert "Later statement" in store.memories("acme", "u1", "support").facts
+        store.close()
+    assert len(stats) == 4
+
+
 def test_a_one_shot_context_reads_the_lake_and_builds_no_replica(tmp_path):
     """``replica=False`` (the ``memories`` command): the same answer, from the
     macro on the snapshot, with no private replica built for one lookup."""

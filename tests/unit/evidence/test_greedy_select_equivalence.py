@@ -51,6 +51,18 @@ class _GroupScorer:
         self.taken[i] = 1
 
 
+class _LazyGroupScorer(_GroupScorer):
+    """The same utilities, offered one candidate at a time (``LazyScorer``):
+    ``greedy_select`` then takes its lazy path (a heap of stale utilities)."""
+
+    monotone = True  # penalties are >= 0 and counts only grow
+
+    def utility_of(self, i):
+        utility, near = _GroupScorer.utilities(self)
+        self.calls -= 1  # counted as a ranking by ``utilities``
+        return float(utility[i]), bool(near[i])
+
+
 def _reference(candidates, budget, scorer, *, mandatory, min_relevance, cost,
                on_select, on_drop):  # fmt: skip
     """The selection loop before the cached order (re-sorts every decision)."""
@@ -136,10 +148,14 @@ _case = st.integers(1, 25).flatmap(
     near_after=st.sampled_from([0, 1, 2]),
     min_relevance=st.sampled_from([0.0, 0.2, 0.6]),
     join=st.sampled_from([0, 1, 7]),
+    lazy=st.booleans(),
 )
 def test_cached_order_decides_like_the_reference_loop(
-    case, budget, penalty, near_after, min_relevance, join
+    case, budget, penalty, near_after, min_relevance, join, lazy
 ):
+    """The ranked rounds, and with a ``LazyScorer`` the lazy heap, decide
+    like the reference: selections, drops and reasons, their order, the
+    scorer's state at each callback, the tokens used."""
     ids, tokens, relevance, groups, keys, base, mandatory = case
     candidates = [
         _C(f"i{ids[k]:02d}-{k % 3}", tokens[k], relevance[k], keys[k], groups[k])
@@ -147,7 +163,8 @@ def test_cached_order_decides_like_the_reference_loop(
     ]
     outcomes = []
     for loop in (greedy_select, _reference):
-        scorer = _GroupScorer(base, groups, penalty, near_after)
+        kind = _LazyGroupScorer if lazy and loop is greedy_select else _GroupScorer
+        scorer = kind(base, groups, penalty, near_after)
         events: list[tuple] = []
         chosen: set[int] = set()
 

@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 
 from ctxledger.schemas.evidence import PackSettings, SearchSettings
 from ctxledger.serving.evidence_index import EvidenceIndex
-from ctxledger.serving.evidence_pack import Candidate, _Greedy, round6
+from ctxledger.serving.evidence_pack import (
+    Candidate,
+    _Greedy,
+    _shingle_array,
+    round6,
+)
 
 _WORDS = "rotate key api on call pager escalate restart node disk".split()
 
@@ -134,6 +139,8 @@ def test_greedy_overlap_and_closest_match_sets(seed, n, pool, picks):
         )
         for i in range(n)
     ]
+    for c in candidates[::2]:  # rows' candidates carry their shingle array
+        c.shingle_ids = _shingle_array(c.shingles)
     state = _Greedy(candidates, PackSettings())
     seen: set[int] = set()
     best = np.full(n, -1.0)
@@ -148,3 +155,95 @@ def test_greedy_overlap_and_closest_match_sets(seed, n, pool, picks):
         assert state.shared.tolist() == shared
         assert state.max_cos.tolist() == best.tolist()
         assert state.closest.tolist() == closest.tolist()
+        # one candidate at a time (the lazy selection) = the arrays, exactly
+        utility, near = state.utilities()
+        penalty = state._now()[0]
+        for j in range(n):
+            assert state.utility_of(j) == (utility[j], near[j])
+            assert _same_float(state.penalty(j), float(penalty[j]))
+        assert state.monotone
+
+
+def _reference_apply_sources(candidates, registry, settings, at, clearance):
+    """``_apply_sources`` as it was: ``_stamp`` and ``above_clearance`` per
+    candidate, no per-call memo."""
+    from ctxledger.schemas.sources import above_clearance
+    from ctxledger.serving.evidence_pack import _aware, _stamp
+
+    kept, dropped, withheld = [], [], 0
+    for c in candidates:
+        spec = _stamp(c, registry, settings, at)
+        if above_clearance(spec.sensitivity, clearance):
+            withheld += 1
+        elif spec.invalidated:
+            dropped.append((c, "source_invalidated"))
+        elif (
+            spec.ttl_days is not None
+            and c.effective_from is not None
+            and (at - _aware(c.effective_from)).total_seconds() / 86_400.0
+            > spec.ttl_days
+        ):
+            dropped.append((c, "source_expired"))
+        else:
+            kept.append(c)
+    return kept, dropped, withheld
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(0, 60),
+    clearance=st.sampled_from(["public", "internal", "confidential", "restricted"]),
+    stamped=st.booleans(),
+)
+def test_apply_sources_memo_matches_the_per_candidate_loop(seed, n, clearance, stamped):
+    """``_apply_sources`` works out freshness per (date, half-life) and
+    clearance per source once a call; the verdicts, freshness values, order
+    and stamped fields equal the per-candidate loop's, for dates shared by
+    many candidates, naive and aware dates, unknown dates, several sources
+    (half-lives, TTLs, sensitivities, invalidated) and pre-stamped rows."""
+    from datetime import UTC, datetime, timedelta
+
+    from ctxledger.schemas.sources import SourceRegistry, SourceSpec
+    from ctxledger.serving.evidence_pack import _apply_sources, _copy, _stamp_source
+
+    rng = np.random.default_rng(seed)
+    at = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    specs = (
+        SourceSpec(source_id="runbooks", kind="document", match=("run*",),
+                   freshness_half_life_days=30.0, sensitivity="public"),
+        SourceSpec(source_id="wiki", kind="document", match=("wiki*",),
+                   ttl_days=40.0, sensitivity="confidential"),
+        SourceSpec(source_id="old", kind="document", match=("old*",),
+                   invalidated=True, authority=0.2),
+        SourceSpec(source_id="secret", kind="document", match=("sec*",),
+                   sensitivity="restricted"),
+    )  # fmt: skip
+    registry = SourceRegistry(sources=specs)
+    days = [None, *rng.uniform(-5, 120, size=6).tolist()]
+    pack = PackSettings()
+    made = []
+    for i in range(n):
+        d = days[int(rng.integers(len(days)))]
+        when = None if d is None else at - timedelta(days=d)
+        if when is not None and rng.random() < 0.2:
+            when = when.replace(tzinfo=None)
+        doc = str(rng.choice(["run-a", "wiki-b", "old-c", "sec-d", "misc-e"]))
+        c = Candidate(
+            item_id=f"i{i}", kind="evidence", source="s", trust="trusted",
+            version="v", text="t", token_count=5, vector=np.zeros(3),
+            authority=0.5, effective_from=when, content_key=f"k{i}",
+            source_keys=(doc,), relevance=0.5,
+        )  # fmt: skip
+        if stamped:
+            _stamp_source(c, registry, pack)
+        made.append(c)
+    ours = [_copy(c) for c in made]
+    theirs = [_copy(c) for c in made]
+    got = _apply_sources(ours, registry, pack, at, clearance)
+    want = _reference_apply_sources(theirs, registry, pack, at, clearance)
+    assert got[2] == want[2]
+    assert [c.item_id for c in got[0]] == [c.item_id for c in want[0]]
+    assert [(c.item_id, r) for c, r in got[1]] == [(c.item_id, r) for c, r in want[1]]
+    for a, b in zip(ours, theirs, strict=True):
+        assert vars(a) == vars(b)
