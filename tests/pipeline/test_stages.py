@@ -84,13 +84,18 @@ def test_ingest_transcripts_splits_sessions_dead_letters_and_file_counts(tmp_pat
         )
 
 
-def test_redact_pii_emits_redacted_records_by_table(tmp_path):
+def _redact(pipeline, tmp_path, items):
+    """``RedactPII`` under the default policy over ``items``."""
     from ctxledger.schemas.policy import load_policy
 
     policy = load_policy(None)
     config = _config(tmp_path).model_copy(
         update={"policy_version": policy.policy_version}
     )
+    return pipeline | beam.Create(items) | RedactPII(config, policy, b"k" * 32)
+
+
+def test_redact_pii_emits_redacted_records_by_table(tmp_path):
     items = []
     (tmp_path / "landing").mkdir()
     (tmp_path / "landing" / "x.jsonl").write_text("{}\n")
@@ -116,7 +121,7 @@ def test_redact_pii_emits_redacted_records_by_table(tmp_path):
     )
     items.append((item, draft))
     with TestPipeline() as p:
-        out = p | beam.Create(items) | RedactPII(config, policy, b"k" * 32)
+        out = _redact(p, tmp_path, items)
         assert_that(
             out.messages
             | beam.Map(
@@ -233,7 +238,6 @@ def test_redact_pii_batches_sessions_and_loses_none(
     detected together first; a prefetch that fails loses nothing (each
     session redacts its own texts) and adds no dead letter."""
     from ctxledger.pipelines.redact.engine import Redactor
-    from ctxledger.schemas.policy import load_policy
 
     if prefetch_fails:
 
@@ -241,13 +245,9 @@ def test_redact_pii_batches_sessions_and_loses_none(
             raise RuntimeError("detector down")
 
         monkeypatch.setattr(Redactor, "prefetch", broken)
-    policy = load_policy(None)
-    config = _config(tmp_path).model_copy(
-        update={"policy_version": policy.policy_version}
-    )
     items = _sessions(tmp_path, 40)  # more than one batch (SESSION_BATCH = 32)
     with TestPipeline() as p:
-        out = p | beam.Create(items) | RedactPII(config, policy, b"k" * 32)
+        out = _redact(p, tmp_path, items)
         assert_that(
             out.messages
             | beam.Map(
