@@ -123,10 +123,7 @@ def worker_thread_env(
     tokenizers' own pool is switched off (workers already run in parallel).
     """
     environ = os.environ if environ is None else environ
-    wanted = {
-        WORKER_THREADS_ENV: str(threads),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    wanted = {WORKER_THREADS_ENV: str(threads), "TOKENIZERS_PARALLELISM": "false"}
     wanted.update(dict.fromkeys(THREAD_POOL_ENVS, str(threads)))
     return {k: v for k, v in wanted.items() if k not in environ}
 
