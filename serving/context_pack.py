@@ -223,10 +223,12 @@ def greedy_select(
             on_drop(i, reason)
         dropped.append((i, reason))
 
-    def redundant(i: int, near: np.ndarray) -> str | None:
+    def redundant(i: int, near: bool) -> str | None:
+        """Why candidate ``i`` adds nothing new (``near``: the scorer calls it
+        a near duplicate of what is selected), or None."""
         if keys[i] in chosen_keys:
             return "duplicate"
-        return "near_duplicate" if near[i] else None
+        return "near_duplicate" if near else None
 
     mandatory = list(dict.fromkeys(mandatory))
     need = sum(candidates[i].token_count for i in mandatory)
@@ -248,7 +250,7 @@ def greedy_select(
     utility_of = getattr(scorer, "utility_of", None)
     if utility_of is not None and getattr(scorer, "monotone", False):
         used = _lazy_rounds(
-            scorer, utility_of, remaining, id_rank, keys, chosen_keys,
+            scorer, utility_of, remaining, id_rank,
             budget, used, cost, select, drop, redundant,
         )  # fmt: skip
         return picked, dropped, used
@@ -258,10 +260,10 @@ def greedy_select(
     # the next one in that order. Same decisions as re-sorting every step.
     while len(rows := remaining.nonzero()[0]):
         utility, near = scorer.utilities()
-        ranked = rows[np.lexsort((id_rank[rows], -utility[rows]))].tolist()
+        ranked = _ranked(rows, utility, id_rank)
         for at, best in enumerate(ranked):
             remaining[best] = False
-            why = redundant(best, near)
+            why = redundant(best, near[best])
             if why is not None:
                 drop(best, why)
                 continue
@@ -269,7 +271,7 @@ def greedy_select(
                 drop(best, "non_positive_utility")
                 # utilities only fall from here: the rest, in this order
                 for i in ranked[at + 1 :]:
-                    drop(i, redundant(i, near) or "non_positive_utility")
+                    drop(i, redundant(i, near[i]) or "non_positive_utility")
                 remaining[ranked[at + 1 :]] = False
                 break
             spent = cost(best)
@@ -281,19 +283,22 @@ def greedy_select(
     return picked, dropped, used
 
 
+def _ranked(rows: np.ndarray, utility: np.ndarray, id_rank: np.ndarray) -> list[int]:
+    """``rows`` best first: highest utility, ties by item id (``id_rank``)."""
+    return rows[np.lexsort((id_rank[rows], -utility[rows]))].tolist()
+
+
 def _lazy_rounds(
     scorer: Scorer,
     utility_of: Callable[[int], tuple[float, bool]],
     remaining: np.ndarray,
     id_rank: np.ndarray,
-    keys: list[str],
-    chosen_keys: set[str],
     budget: int,
     used: int,
     cost: Callable[[int], int],
     select: Callable[[int, bool, int | None], None],
     drop: Callable[[int, str], None],
-    redundant: Callable[[int, np.ndarray], str | None],
+    redundant: Callable[[int, bool], str | None],
 ) -> int:
     """``greedy_select``'s rounds for a ``LazyScorer``; returns the tokens used.
 
@@ -325,20 +330,17 @@ def _lazy_rounds(
             continue
         heapq.heappop(heap)
         remaining[best] = False
-        if keys[best] in chosen_keys:
-            drop(best, "duplicate")
-            continue
-        if near:
-            drop(best, "near_duplicate")
+        why = redundant(best, near)
+        if why is not None:
+            drop(best, why)
             continue
         if value <= 0:
             drop(best, "non_positive_utility")
             # utilities only fall from here: the rest, in the order of now
             rest = remaining.nonzero()[0]
             utility, near_now = scorer.utilities()
-            ranked = rest[np.lexsort((id_rank[rest], -utility[rest]))].tolist()
-            for i in ranked:
-                drop(i, redundant(i, near_now) or "non_positive_utility")
+            for i in _ranked(rest, utility, id_rank):
+                drop(i, redundant(i, near_now[i]) or "non_positive_utility")
             remaining[rest] = False
             break
         spent = cost(best)
