@@ -133,6 +133,29 @@ def build_landing(target: Path, sets: tuple[str, ...] = TRANSCRIPT_SETS) -> str:
     return f"{corpora} section A ({len(sets)} transcript sets)"
 
 
+def _python_child(code: str, argv: list[str], env: dict[str, str], what: str):
+    """Run ``code`` in a fresh interpreter of this venv from the repository
+    root: (its last stdout line as JSON, wall seconds, CPU seconds of it and
+    the processes it waited for)."""
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"nightly {what} failed:\n{done.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall, cpu
+
+
 def run_child(
     landing: Path,
     warehouse: Path,
@@ -147,23 +170,9 @@ def run_child(
         for name in THREAD_ENV:
             env.pop(name, None)
     env["BENCH_POLICY"] = str(policy or "")
-    env["PYTHONPATH"] = str(ROOT)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(landing), str(warehouse), *beam_args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+    report, wall, cpu = _python_child(
+        _CHILD, [str(landing), str(warehouse), *beam_args], env, str(beam_args)
     )
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode:
-        raise SystemExit(f"nightly {beam_args} failed:\n{done.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    report = json.loads(done.stdout.strip().splitlines()[-1])
     return wall, cpu, report["rss_kb"] / 1024, report["worker_rss_kb"] / 1024
 
 
@@ -304,20 +313,9 @@ def run_mode(landing: Path, warehouse: Path, policy: Path | None, mode: str) -> 
     """One nightly in a fresh interpreter (``_MODE_CHILD``), the caller's
     environment kept: its wall, CPU, peak RSS, stage work and (deferred) the
     ``ctxledger embed`` that fills the vectors afterwards."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT)
     argv = [str(landing), str(warehouse), str(policy or ""), mode]
-    done = subprocess.run(
-        [sys.executable, "-c", _MODE_CHILD, *argv],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        raise SystemExit(f"nightly ({mode}) failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    report, _, _ = _python_child(_MODE_CHILD, argv, dict(os.environ), f"({mode})")
+    return report
 
 
 def redact_alone(landing: Path) -> float:

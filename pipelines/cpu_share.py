@@ -50,7 +50,8 @@ def running_elsewhere() -> int | None:
             except OSError:  # the thread ended meanwhile
                 continue
             # state is the first field after "(comm)"; comm may hold spaces
-            if stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] == b"R":
+            state = stat.rindex(b")") + 2
+            if stat[state : state + 1] == b"R":
                 own += 1
     except (OSError, StopIteration, ValueError, IndexError):
         return None
