@@ -27,8 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-#: Texts per model call when ``--batch`` is not given.
-DEFAULT_BATCH = 64
+from ctxledger.pipelines.batching import CALL_TEXTS
+
+#: Texts per model call when ``--batch`` is not given: large, so each call
+#: sorts many texts into passes of one length (``batching.CALL_TEXTS``).
+DEFAULT_BATCH = CALL_TEXTS
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
+from ctxledger.pipelines.batching import CALL_TEXTS
 from ctxledger.pipelines.config import JobConfig
 from ctxledger.pipelines.evidence.documents import (
     STAGE_ARTIFACTS,
@@ -69,8 +70,11 @@ class EmbedTextsFn(beam.DoFn):
 
     The ``Embedder`` is made in ``setup()`` and loads MiniLM (shared per
     process: ``pipelines.models``) on its first batch, so a run with nothing
-    new to embed never loads torch. A batch the model cannot embed becomes one
-    dead letter per chunk (terminal: retrying the same text fails the same way).
+    new to embed never loads torch. Batches are large (``CALL_TEXTS``) so the
+    model sorts many texts into passes of one length; when one fails, its
+    texts are embedded again in parts of ``max_batch_size``, and a part the
+    model cannot embed becomes one dead letter per chunk (terminal: retrying
+    the same text fails the same way).
     """
 
     def __init__(self, config: JobConfig, settings: EmbeddingSettings):
@@ -83,16 +87,29 @@ class EmbedTextsFn(beam.DoFn):
         self.embedder = Embedder(self.settings)
 
     def process(self, batch):
+        batch = list(batch)
         try:
-            vectors = self.embedder.encode([text for _drafts, text in batch])
-        except Exception as exc:  # noqa: BLE001 - terminal for this batch
-            yield from _failed_embeddings(self.config, batch, exc)
+            yield from self._completed(batch)
             return
+        except Exception:  # noqa: BLE001 - each part on its own below
+            pass
+        size = self.settings.max_batch_size
+        for start in range(0, len(batch), size):
+            part = batch[start : start + size]
+            try:
+                yield from self._completed(part)
+            except Exception as exc:  # noqa: BLE001 - terminal for this part
+                yield from _failed_embeddings(self.config, part, exc)
+
+    def _completed(self, batch):
+        """The batch's chunks with their vectors (a list: all or nothing)."""
+        vectors = self.embedder.encode([text for _drafts, text in batch])
         model = self.settings.model
+        out = []
         for (drafts, _text), vector in zip(batch, vectors, strict=True):
             self.embedded.inc()
-            for draft in drafts:
-                yield draft.complete(vector, model, reused=False)
+            out.extend(draft.complete(vector, model, reused=False) for draft in drafts)
+        return out
 
 
 @timed("evidence_docs")
@@ -362,10 +379,7 @@ class EmbedChunks(beam.PTransform):
         embedded = (
             to_embed
             | "BatchTexts"
-            >> beam.BatchElements(
-                min_batch_size=self.settings.min_batch_size,
-                max_batch_size=self.settings.max_batch_size,
-            )
+            >> beam.BatchElements(min_batch_size=CALL_TEXTS, max_batch_size=CALL_TEXTS)
             | "EmbedTexts"
             >> beam.ParDo(EmbedTextsFn(self.config, self.settings)).with_outputs(
                 DEAD_LETTER, main="chunks"

@@ -25,6 +25,7 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
+from ctxledger.pipelines.batching import CALL_TEXTS
 from ctxledger.pipelines.config import JobConfig
 from ctxledger.pipelines.ingest.grouped import SessionGroup
 from ctxledger.pipelines.ingest.landing import write_quarantine
@@ -538,8 +539,7 @@ class ExtractMemories(beam.PTransform):
                 memories
                 | "BatchMemories"
                 >> beam.BatchElements(
-                    min_batch_size=embedding.min_batch_size,
-                    max_batch_size=embedding.max_batch_size,
+                    min_batch_size=CALL_TEXTS, max_batch_size=CALL_TEXTS
                 )
                 | "EmbedMemories"
                 >> beam.ParDo(EmbedMemoriesFn(embedding, self.embedder))

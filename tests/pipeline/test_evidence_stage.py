@@ -265,6 +265,54 @@ def test_embedding_failures_become_dead_letters(tmp_path, monkeypatch):
         assert_that(out["evidence_chunks"], equal_to([]), label="CheckNoChunks")
 
 
+def test_a_failed_call_is_retried_in_parts_and_only_the_bad_part_is_lost(
+    tmp_path, monkeypatch
+):
+    """Texts are embedded in large calls (``CALL_TEXTS``); when a call fails,
+    its texts are embedded again in parts of ``max_batch_size``, so one text
+    the model cannot embed costs only its own part."""
+    original = Embedder.encode
+    calls: list[int] = []
+
+    def poisoned(self, texts, model=None):
+        calls.append(len(texts))
+        if any("POISON" in t for t in texts):
+            raise RuntimeError("model exploded")
+        return original(self, texts, model)
+
+    monkeypatch.setattr(Embedder, "encode", poisoned)
+    policy = POLICY.model_copy(
+        update={
+            "evidence": POLICY.evidence.model_copy(
+                update={
+                    "embedding": POLICY.evidence.embedding.model_copy(
+                        update={"max_batch_size": 1}
+                    )
+                }
+            )
+        }
+    )
+    items = _docs(tmp_path, {"poison.md": b"# P\n\nPOISON text"})
+    with TestPipeline() as p:
+        out = {
+            "documents": p | "Docs" >> beam.Create(items),
+            "artifacts": p | "Artifacts" >> beam.Create([]),
+            "sessions": p | "Sessions" >> beam.Create([]),
+        } | ChunkEvidence(_config(tmp_path), policy, KEY)
+        assert_that(
+            out["dead_letter"] | beam.Map(lambda d: (d.stage, d.reason_code)),
+            equal_to([("evidence_embed", "embedding_failed")]),
+            label="CheckDead",
+        )
+        assert_that(
+            out["evidence_chunks"] | beam.Map(lambda c: c.section_path[-1]),
+            equal_to(["Meaning", "Mitigation"]),
+            label="CheckEmbedded",
+        )
+    assert calls[0] == 3  # one call for the run's three texts, then one each
+    assert sorted(calls[1:]) == [1, 1, 1]
+
+
 def test_deferred_mode_commits_pending_chunks_without_a_model(tmp_path, monkeypatch):
     """``evidence.embedding.mode: deferred``: a text the warehouse already
     embedded still reuses its vector; the others come out with ``embedding``
