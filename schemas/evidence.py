@@ -74,7 +74,10 @@ class EmbeddingSettings(_Strict):
 
     #: Model name stored with every vector; a different name re-embeds.
     model: str = "all-MiniLM-L6-v2"
-    #: Texts per RunInference batch (16-64 is fastest on CPU).
+    #: ``max_batch_size``: texts per forward pass at most (passes are formed
+    #: by word-piece budget within calls of up to ``batching.CALL_TEXTS``
+    #: texts, and a failed call is retried in parts of this size).
+    #: ``min_batch_size`` is no longer read (kept so existing policies load).
     min_batch_size: int = Field(default=16, ge=1)
     max_batch_size: int = Field(default=64, ge=1)
     #: ``auto``: bf16 autocast only on CPUs with native bf16 (AVX512-BF16/AMX);
