@@ -250,8 +250,13 @@ def run_backfill(
     anything differs (module docstring)."""
 
     from ctxledger.jobs.runner import beam_pipeline, runner_name
+    from ctxledger.pipelines.evidence.ahead import released
     from ctxledger.pipelines.graph import build_batch_graph
-    from ctxledger.pipelines.models import local_workers, sized_worker_threads
+    from ctxledger.pipelines.models import (
+        local_workers,
+        shares_process,
+        sized_worker_threads,
+    )
     from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.pipelines.sink.replace import BackfillScope, ReplacingCommit
     from ctxledger.schemas.policy import load_policy
@@ -303,6 +308,7 @@ def run_backfill(
         # Threads per local worker and per-stage progress lines as the nightly.
         with (
             attempt_lock(config.staging_dir),
+            released(config.run_id),  # the embed-ahead helper, if any
             sized_worker_threads(local_workers(beam_args)),
             _stage_lines(config.staging_dir, progress) as stage_lines,
             beam_pipeline(beam_args) as pipeline,
@@ -319,6 +325,7 @@ def run_backfill(
                 runner=runner,
                 commit=ReplacingCommit(scope),
                 workers=local_workers(beam_args),
+                shares_process=shares_process(beam_args),
             )
     except Exception as exc:
         record_failed_run(config, started_at, runner, len(plan.items), exc)

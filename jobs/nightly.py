@@ -210,8 +210,13 @@ def _run_pipeline(
     # Beam and the graph (models, presidio: seconds of imports) only load once
     # there is work: a bad --landing fails, and a run with nothing new ends, fast.
     from ctxledger.jobs.runner import beam_pipeline, runner_name
+    from ctxledger.pipelines.evidence.ahead import released
     from ctxledger.pipelines.graph import build_batch_graph
-    from ctxledger.pipelines.models import local_workers, sized_worker_threads
+    from ctxledger.pipelines.models import (
+        local_workers,
+        shares_process,
+        sized_worker_threads,
+    )
     from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.pipelines.runtime import tune_collector
 
@@ -230,6 +235,7 @@ def _run_pipeline(
         # One progress line per stage as it goes (jobs.progress).
         with (
             attempt_lock(config.staging_dir),
+            released(config.run_id),  # the embed-ahead helper, if any
             sized_worker_threads(local_workers(beam_args)),
             _stage_lines(config.staging_dir, progress) as stage_lines,
             beam_pipeline(beam_args) as pipeline,
@@ -247,6 +253,7 @@ def _run_pipeline(
                     runner=runner,
                     workers=local_workers(beam_args),
                     lake=lake,
+                    shares_process=shares_process(beam_args),
                 )
             finally:
                 lake.close()  # read at graph build only; the pipeline runs next

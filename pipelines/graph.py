@@ -73,6 +73,7 @@ def build_batch_graph(
     commit=None,
     workers: int = 1,
     lake=None,
+    shares_process: bool = False,
 ):
     """Add the ingest -> redact -> branches -> commit graph to ``pipeline``; return
     the manifest PCollection (one ``RunManifest``).
@@ -82,7 +83,19 @@ def build_batch_graph(
     (``pipelines.models.local_workers``); the landing files are split between
     them by bytes (``pipelines.ingest.spread``). ``lake``: the open warehouse
     the branches read from while the graph is built (module docstring).
+    ``shares_process``: every stage runs in this process
+    (``pipelines.models.shares_process``), so tool outputs can be embedded
+    ahead on a helper thread (``JobConfig.embed_ahead``) where the policy
+    embeds inline.
     """
+    embedding = policy.evidence.embedding
+    if (
+        shares_process
+        and embedding.mode == "inline"
+        and embedding.ahead
+        and embedding.backend == "torch"
+    ):
+        config = config.model_copy(update={"embed_ahead": True})
     ingested = (
         pipeline
         | "ListLandingFiles"

@@ -134,13 +134,15 @@ class MiniLM:
         batch_size: int = 64,
         bf16: bool = False,
         budget: int = 0,
+        threads: int = 0,
     ) -> np.ndarray:
         """Unit float32 vectors, one row per text, in input order.
 
         At most ``batch_size`` texts and ``budget`` padded word pieces per
         forward pass (0: ``batching.TOKEN_BUDGET``); ``bf16`` runs the passes
         under bf16 autocast (fast only on CPUs with native bf16), pooling
-        and normalisation stay fp32.
+        and normalisation stay fp32. ``threads`` caps each pass's threads
+        below the budget (0: no cap).
         """
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
@@ -150,21 +152,23 @@ class MiniLM:
         )
         out = np.empty((len(ids), DIM), dtype=np.float32)
         for group in groups:
-            self._share_cores()
+            self._share_cores(threads)
             out[group] = self.forward([ids[i] for i in group], bf16)
         return out
 
-    def _share_cores(self) -> None:
+    def _share_cores(self, cap: int = 0) -> None:
         """Size torch's pool for the next pass to the cores other processes
         leave idle (``pipelines.cpu_share``: spinning threads that lost their
-        core made a pass up to 10x slower on a busy machine)."""
+        core made a pass up to 10x slower on a busy machine), within ``cap``
+        when one is given."""
         if self.thread_budget <= 1:
             return
         import torch  # noqa: PLC0415
 
         from ctxledger.pipelines.cpu_share import threads_now  # noqa: PLC0415
 
-        wanted = threads_now(self.thread_budget)
+        budget = min(self.thread_budget, cap) if cap > 0 else self.thread_budget
+        wanted = threads_now(budget)
         if torch.get_num_threads() != wanted:
             torch.set_num_threads(wanted)
 

@@ -88,6 +88,16 @@ def local_workers(beam_args: Sequence[str], cores: int | None = None) -> int:
     return max(1, workers)
 
 
+def shares_process(beam_args: Sequence[str]) -> bool:
+    """Whether every stage of a job runs in the launcher's own process: Beam's
+    local DirectRunner in its default in-memory or its ``multi_threading``
+    mode, not worker processes (``multi_processing``), not a remote runner."""
+    runner = beam_flag(beam_args, "runner") or "DirectRunner"
+    if runner.rsplit(".", 1)[-1] not in _LOCAL_RUNNERS:
+        return False
+    return beam_flag(beam_args, "direct_running_mode") != "multi_processing"
+
+
 #: Log level of local worker processes (Beam's SDK harness) unless the user
 #: gave one (see ``quiet_worker_args``).
 WORKER_LOG_LEVEL = "ERROR"

@@ -96,6 +96,11 @@ class EmbeddingSettings(_Strict):
     #: at once, no model is loaded) and ``ctxledger embed`` fills the vectors
     #: later in a snapshot of its own, e.g. on a GPU worker.
     mode: Literal["inline", "deferred"] = "inline"
+    #: Inline mode, all stages in one process (the local DirectRunner without
+    #: worker processes): embed tool outputs' chunk texts on a helper thread
+    #: while the run redacts, on the core the Python stages leave idle
+    #: (``pipelines.evidence.ahead``). Same vectors on every run either way.
+    ahead: bool = True
 
 
 class DocumentSettings(_Strict):

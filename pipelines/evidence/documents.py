@@ -489,6 +489,25 @@ def _artifact_spans(text: str, policy: Policy, tokens: int) -> list[ChunkSpan]:
     return out
 
 
+def artifact_text(content: str, policy: Policy) -> str:
+    """What of a (redacted) tool output is chunked: its first ``max_chars``."""
+    return content[: policy.evidence.artifacts.max_chars]
+
+
+def artifact_chunk_texts(content: str, policy: Policy) -> list[str]:
+    """The texts of the chunks ``build_artifact`` keeps of a tool output, in
+    order: the same spans, less those ``screen_secrets`` holds back. They
+    depend on the text and the policy only, so the redact stage can hand them
+    to the embed-ahead helper (``pipelines.evidence.ahead``) long before the
+    evidence stage chunks the output."""
+    from ctxledger.pipelines.redact.residual import secret_in_text  # noqa: PLC0415
+
+    text = artifact_text(content, policy)
+    spans = artifact_spans(text, policy, count_tokens(text))
+    pieces = (text[span.char_start : span.char_end] for span in spans)
+    return [piece for piece in pieces if not secret_in_text(piece)]
+
+
 def build_artifact(
     artifact: Artifact,
     policy: Policy,
@@ -511,7 +530,7 @@ def build_artifact(
     would be 0 and ``pack`` would never select it.
     """
     settings = policy.evidence.artifacts
-    text = artifact.content[: settings.max_chars]
+    text = artifact_text(artifact.content, policy)
     tokens = count_tokens(text)
     owner = () if subject_id is None else (subject_id,)
     version = DocumentVersion(

@@ -106,8 +106,12 @@ class Embedder:
                     )
         return self._model
 
-    def encode(self, texts: Sequence[str], model: Any = None) -> np.ndarray:
-        """Normalised float32 vectors, one row per text."""
+    def encode(
+        self, texts: Sequence[str], model: Any = None, leave_core: bool = False
+    ) -> np.ndarray:
+        """Normalised float32 vectors, one row per text. ``leave_core``: each
+        pass leaves one core of the thread budget to the calling process's
+        other work (the embed-ahead helper, ``pipelines.evidence.ahead``)."""
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         from ctxledger.pipelines.models import encode_by_token_budget  # noqa: PLC0415
@@ -121,7 +125,10 @@ class Embedder:
             return _checked(np.asarray(vectors, dtype=np.float32))
         # one length class per forward pass, by word-piece budget
         # (``models.token_batches``), the texts tokenized once
-        vectors = model.encode(texts, batch_size=size, bf16=self.precision == "bf16")
+        cap = {"threads": max(1, model.thread_budget - 1)} if leave_core else {}
+        vectors = model.encode(
+            texts, batch_size=size, bf16=self.precision == "bf16", **cap
+        )
         return _checked(np.asarray(vectors, dtype=np.float32))
 
     @property

@@ -23,6 +23,10 @@ Chunks whose text still matches a secret rule after redaction are dead letters
    also in runs that have nothing to embed. With ``evidence.embedding.mode:
    deferred`` the texts not reused are committed without a vector instead
    (``pending_chunks``) and no model is loaded; ``jobs.embed`` fills them.
+   Where every stage runs in one process, the redact stage has handed the tool
+   outputs to a helper process that embedded their chunk texts meanwhile
+   (``pipelines.evidence.ahead``, ``JobConfig.embed_ahead``): ``EmbedTextsFn``
+   takes those vectors and embeds only the rest.
 
 Outputs (``dict``): ``document_files``, ``documents``, ``evidence_chunks`` and
 ``dead_letter``. ``evidence_branch`` plugs the stage into the nightly graph.
@@ -82,12 +86,25 @@ class EmbedTextsFn(beam.DoFn):
         self.settings = settings
         self.embedder: Embedder | None = None
         self.embedded = Metrics.counter("evidence", "texts_embedded")
+        self.embedded_ahead = Metrics.counter("evidence", "texts_embedded_ahead")
 
     def setup(self):
         self.embedder = Embedder(self.settings)
 
     def process(self, batch):
         batch = list(batch)
+        ahead = self._ahead_vectors(batch)
+        if ahead:
+            model = self.settings.model
+            for i, (drafts, _text) in enumerate(batch):
+                if i in ahead:
+                    self.embedded.inc()
+                    self.embedded_ahead.inc()
+                    for draft in drafts:
+                        yield draft.complete(ahead[i], model, reused=False)
+            batch = [element for i, element in enumerate(batch) if i not in ahead]
+            if not batch:
+                return
         try:
             yield from self._completed(batch)
             return
@@ -109,6 +126,23 @@ class EmbedTextsFn(beam.DoFn):
         for (drafts, _text), vector in zip(batch, vectors, strict=True):
             self.embedded.inc()
             out.extend(draft.complete(vector, model, reused=False) for draft in drafts)
+        return out
+
+    def _ahead_vectors(self, batch) -> dict:
+        """Vectors the embed-ahead helper computed for this batch's texts
+        (``pipelines.evidence.ahead``), by position in the batch."""
+        if not self.config.embed_ahead:
+            return {}
+        from ctxledger.pipelines.evidence.ahead import current_ahead
+
+        helper = current_ahead(self.config.run_id)
+        if helper is None:
+            return {}
+        out = {}
+        for i, (drafts, _text) in enumerate(batch):
+            vector = helper.take(drafts[0].embed_key)
+            if vector is not None:
+                out[i] = vector
         return out
 
 

@@ -43,6 +43,7 @@ class RedactSessionFn(beam.DoFn):
         self.policy = policy
         self.key = key
         self.redactor = None
+        self.ahead = None
         self.messages = Metrics.counter("redact", "messages")
         self.dead = Metrics.counter("redact", "dead_letters")
 
@@ -81,6 +82,8 @@ class RedactSessionFn(beam.DoFn):
         for message in built.messages:
             yield pvalue.TaggedOutput("messages", message)
         for artifact in built.artifacts:
+            if self.config.embed_ahead:
+                self._embed_ahead(artifact)
             yield pvalue.TaggedOutput("artifacts", artifact)
         for observation in built.observations:
             yield pvalue.TaggedOutput("tool_observations", observation)
@@ -91,6 +94,15 @@ class RedactSessionFn(beam.DoFn):
             built.session, built.messages, built.observations, built.artifacts
         )
         yield pvalue.TaggedOutput(SESSION_RECORDS, (records.session_id, records))
+
+    def _embed_ahead(self, artifact) -> None:
+        """Hand a redacted tool output to the run's embed-ahead helper
+        (``pipelines.evidence.ahead``), started with the first one."""
+        if self.ahead is None:
+            from ctxledger.pipelines.evidence.ahead import run_helper
+
+            self.ahead = run_helper(self.config, self.policy)
+        self.ahead.submit(artifact.tenant_id, artifact.content)
 
 
 class RedactPII(beam.PTransform):

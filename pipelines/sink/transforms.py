@@ -93,6 +93,12 @@ class CommitRunFn(beam.DoFn):
         self.commit = commit or commit_run
 
     def process(self, paths):
+        if getattr(self.config, "embed_ahead", False):
+            # the evidence stage took its vectors: stop the embed-ahead helper
+            # (and its read-only attach, which would block this commit)
+            from ctxledger.pipelines.evidence.ahead import release_ahead
+
+            release_ahead(self.config.run_id)
         yield self.commit(
             self.config,
             paths,

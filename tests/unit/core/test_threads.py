@@ -21,6 +21,7 @@ from ctxledger.pipelines.models import (
     WORKER_THREADS_ENV,
     local_workers,
     quiet_worker_args,
+    shares_process,
     sized_worker_threads,
     threads_per_worker,
     worker_thread_env,
@@ -83,6 +84,24 @@ def test_threads_per_worker_shares_the_cores(cores, workers, threads):
 )
 def test_local_workers_from_beam_args(args, workers):
     assert local_workers(args, cores=8) == workers
+
+
+@pytest.mark.parametrize(
+    ("args", "shared"),
+    [
+        ([], True),  # the in-memory DirectRunner: every stage in this process
+        (["--direct_num_workers=2", "--direct_running_mode=multi_threading"], True),
+        (["--direct_num_workers=2", "--direct_running_mode=multi_processing"], False),
+        (["--direct_running_mode", "multi_processing"], False),
+        (["--runner=apache_beam.runners.direct.DirectRunner"], True),
+        (["--runner=DataflowRunner"], False),
+        (["--runner=FlinkRunner", "--direct_running_mode=in_memory"], False),
+    ],
+)
+def test_shares_process_only_where_every_stage_runs_in_this_process(args, shared):
+    """Where the embed-ahead helper may run (``pipelines.evidence.ahead``):
+    its vectors are only found by an evidence stage in the same process."""
+    assert shares_process(args) is shared
 
 
 def test_worker_env_sizes_every_pool_but_keeps_user_settings():

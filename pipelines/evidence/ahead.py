@@ -1,0 +1,452 @@
+"""Embed tool-output evidence ahead, in a helper process, while the run
+redacts (no Beam here).
+
+Why: in one process the Beam stages run one after the other. Redaction, the
+ledger and the memory rules are Python on one core (about half of an inline
+nightly of corpora section A), and the evidence vectors came last, MiniLM on
+both cores (9-11 of its ~24 s): for half of the run one core idled. The
+chunk texts of a tool output depend only on its redacted text and the policy
+(``documents.artifact_chunk_texts``), so they are known as soon as the
+redact stage has redacted the output.
+
+So where every stage runs in this process (``pipelines.models.shares_process``)
+and the policy embeds inline, the redact stage hands each redacted tool
+output to a helper process (``submit``; ``ahead_worker``), which loads MiniLM
+(on the idle core, while the run starts), cuts the outputs into their chunk
+texts and embeds them with one torch thread while the stages run; when the
+evidence stage asks (``take``), the helper finishes the rest with every
+thread and sends all vectors back at once. Whatever it did not embed (a
+text of a document, a helper that failed) the evidence stage embeds as
+before. A process, not a thread: a thread's torch calls wait for the GIL
+that the stages hold (measured: no gain at all, 29.8 s against 26.5 s).
+
+Same vectors on every run: the helper embeds the texts in fixed groups of
+``GROUP_TEXTS`` in the order they were submitted (the redact stage's order,
+fixed in one process), whatever the timing. Keys are the evidence stage's
+``(tenant, content hash)``: nothing crosses tenants. A text whose vector the
+warehouse holds already is not embedded (the evidence stage reuses it). The
+helper only ever sees redacted text, over a pipe to its own child process,
+and writes nothing anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import IO, Any, Protocol
+
+import numpy as np
+
+LOG = logging.getLogger(__name__)
+
+#: Texts per forward-pass call of the helper: sorted into passes of one length
+#: class within a call, so not too few; the first call waits for this many.
+GROUP_TEXTS = 256
+#: Tool outputs waiting to be cut at most; beyond it ``submit`` drops them
+#: (the evidence stage embeds those itself).
+MAX_WAITING = 50_000
+#: Tool outputs a run hands over before the helper process starts: a small
+#: run (a test, the bundled sample, a stream's micro-batch) embeds its few
+#: texts in the evidence stage rather than start a process and load MiniLM
+#: a second time (~2 CPU-s).
+START_AFTER = 64
+
+Key = tuple[str, str]
+#: ``(texts, whole) -> vectors``: ``whole`` when a call may use the whole
+#: thread budget (the evidence stage waits), else it leaves a core to the run.
+Encode = Callable[[Sequence[str], bool], np.ndarray]
+#: A tool output's redacted text -> the chunk texts the evidence stage keeps.
+Cut = Callable[[str], list[str]]
+
+
+class Stored(Protocol):
+    """Which keys the warehouse already holds a vector for; ``close`` lets go
+    of the warehouse."""
+
+    def __call__(self, keys: list[Key]) -> set[Key]: ...
+
+    def close(self) -> None: ...
+
+
+def text_key(tenant_id: str, text: str) -> Key:
+    """A chunk's embedding key (``ChunkDraft.embed_key``) from its text."""
+    from ctxledger.pipelines.evidence.documents import text_hash  # noqa: PLC0415
+
+    return (tenant_id, text_hash(text))
+
+
+class EmbedAhead:
+    """Chunk texts of submitted tool outputs, embedded on a worker thread (the
+    helper process runs one: its main thread reads the pipe meanwhile).
+
+    ``encode`` embeds (``Encode``); ``cut(text)`` gives a tool output's chunk
+    texts; ``stored`` (optional) says which keys the warehouse holds already;
+    ``key`` maps (tenant, chunk text) to the evidence stage's key.
+    """
+
+    def __init__(
+        self,
+        encode: Encode,
+        cut: Cut,
+        *,
+        stored: Stored | None = None,
+        group_size: int = GROUP_TEXTS,
+        key: Callable[[str, str], Key] = text_key,
+    ):
+        self._encode = encode
+        self._cut = cut
+        self._stored = stored
+        self._group_size = max(1, group_size)
+        self._key = key
+        self._state = threading.Condition()
+        self._waiting: deque[tuple[str, str]] = deque()  # submitted outputs
+        self._queued: list[tuple[Key, str]] = []  # cut, not yet embedded
+        self._busy = False  # a group is being embedded
+        self._seen: set[Key] = set()
+        self._done: dict[Key, np.ndarray] = {}
+        self._flush = False  # the last short group too, with every thread
+        self._closed = False
+        self.embedded = 0
+        self.failed = 0
+        self._thread = threading.Thread(
+            target=self._work, name="ctxledger-embed-ahead", daemon=True
+        )
+        self._thread.start()
+
+    def submit(self, tenant_id: str, text: str) -> None:
+        """A redacted tool output whose chunk texts the evidence stage will
+        want (dropped once ``MAX_WAITING`` outputs wait)."""
+        with self._state:
+            if self._closed or len(self._waiting) >= MAX_WAITING:
+                return
+            self._waiting.append((tenant_id, text))
+            self._state.notify_all()
+
+    def take_all(self) -> dict[Key, np.ndarray]:
+        """Every vector, once all submitted outputs are cut and embedded (the
+        rest with the whole thread budget); the helper forgets them."""
+        with self._state:
+            self._flush = True
+            self._state.notify_all()
+            while not self._closed and (self._waiting or self._queued or self._busy):
+                self._state.wait()
+            done, self._done = self._done, {}
+            return done
+
+    def close(self) -> None:
+        """Stop the worker thread (after its call) and drop what nobody took."""
+        with self._state:
+            self._closed = True
+            self._waiting.clear()
+            self._queued.clear()
+            self._state.notify_all()
+        self._thread.join(timeout=60)
+        with self._state:
+            self._done.clear()
+        if self._stored is not None:
+            self._stored.close()
+
+    # worker thread
+
+    def _work(self) -> None:
+        while True:
+            with self._state:
+                while not self._closed and not self._ready():
+                    self._state.wait()
+                if self._closed:
+                    return
+                if self._waiting:
+                    tenant_id, text = self._waiting.popleft()
+                    group = None
+                else:
+                    group = self._queued[: self._group_size]
+                    del self._queued[: self._group_size]
+                    self._busy = True
+                    whole = self._flush
+            if group is None:
+                self._cut_output(tenant_id, text)
+            else:
+                self._embed(group, whole)
+
+    def _ready(self) -> bool:
+        """Work to do: an output to cut, a full group, or (flushed) any group."""
+        if self._waiting:
+            return True
+        return len(self._queued) >= self._group_size or (
+            self._flush and bool(self._queued)
+        )
+
+    def _cut_output(self, tenant_id: str, text: str) -> None:
+        try:
+            chunks = self._cut(text)
+        except Exception:  # noqa: BLE001 - the evidence stage chunks it again
+            LOG.debug("embed ahead: could not cut a tool output", exc_info=True)
+            chunks = []
+        with self._state:
+            for chunk in chunks:
+                key = self._key(tenant_id, chunk)
+                if key not in self._seen:
+                    self._seen.add(key)
+                    self._queued.append((key, chunk))
+            self._state.notify_all()
+
+    def _embed(self, group: list[tuple[Key, str]], whole: bool) -> None:
+        kept: dict[Key, np.ndarray] = {}
+        failed = 0
+        try:
+            reused = self._stored([k for k, _ in group]) if self._stored else set()
+            todo = [(k, text) for k, text in group if k not in reused]
+            if todo:
+                vectors = self._encode([text for _, text in todo], whole)
+                kept = {key: vectors[i] for i, (key, _) in enumerate(todo)}
+        except Exception:  # noqa: BLE001 - the evidence stage embeds them again
+            LOG.debug("embed ahead: a group failed", exc_info=True)
+            failed = len(group)
+        with self._state:
+            if not self._closed:
+                self._done.update(kept)
+            self.embedded += len(kept)
+            self.failed += failed
+            self._busy = False
+            self._state.notify_all()
+
+
+class StoredVectors:
+    """``Stored`` over the run's warehouse: one read-only connection
+    (``warehouse.evidence_api.lookup_connection``), opened on the first group,
+    closed by ``close`` (before the run's commit, which a held attach of a
+    local catalog would block)."""
+
+    def __init__(
+        self, warehouse: str, catalog: str | None, data_path: str | None, model: str
+    ):
+        self.warehouse = warehouse
+        self.catalog = catalog
+        self.data_path = data_path
+        self.model = model
+        self._con = None
+        self._opened = False
+
+    def __call__(self, keys: list[Key]) -> set[Key]:
+        from ctxledger.warehouse.evidence_api import (  # noqa: PLC0415
+            lookup_connection,
+            lookup_embeddings,
+        )
+
+        if not self._opened:
+            self._con = lookup_connection(self.warehouse, self.catalog, self.data_path)
+            self._opened = True
+        if self._con is None:  # no warehouse yet: nothing stored
+            return set()
+        return set(lookup_embeddings(self.warehouse, keys, self.model, con=self._con))
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+        self._con, self._opened = None, False
+
+
+# frames between the run and its helper process: a length, then a pickle
+# (both ends are this package, over the pipes of a child process it started)
+
+_LENGTH = struct.Struct(">Q")
+
+
+def write_frame(stream: IO[bytes], message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes]) -> Any:
+    """The next message, or None at the end of the stream."""
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        return None
+    (size,) = _LENGTH.unpack(head)
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)  # noqa: S301 - our own child process
+
+
+class AheadProcess:
+    """The run's side of the helper process (``ahead_worker``).
+
+    ``submit`` holds the first ``start_after`` redacted tool outputs, then
+    starts the process and queues them and every later one (a writer thread
+    sends them, so redaction never waits on the pipe); the first ``take``
+    asks for every vector and waits for them; ``close`` stops the process.
+    Anything going wrong with the helper (it failed to start, died, sent
+    garbage), or a run too small to start it, leaves ``take`` answering
+    None: the evidence stage embeds those texts itself.
+    """
+
+    def __init__(self, start: dict[str, Any], start_after: int | None = None):
+        self._start = start
+        self._start_after = START_AFTER if start_after is None else start_after
+        #: vectors the helper sent back (0 until the first ``take``)
+        self.received = 0
+        self._held: list[tuple[str, str, str]] = []
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._vectors: dict[Key, np.ndarray] | None = None
+        self._lock = threading.Lock()
+        self._submitting = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._writer: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._proc is not None
+
+    def submit(self, tenant_id: str, text: str) -> None:
+        with self._submitting:  # worker threads of ``multi_threading`` share it
+            if self._vectors is not None:
+                return  # the vectors were taken: too late for this one
+            message = ("output", tenant_id, text)
+            if self._proc is not None:
+                self._outbox.put(message)
+                return
+            self._held.append(message)
+            if len(self._held) > self._start_after:
+                self._launch()
+
+    def _launch(self) -> None:
+        try:
+            self._proc = subprocess.Popen(  # noqa: S603 - this interpreter, our module
+                [sys.executable, "-m", "ctxledger.pipelines.evidence.ahead_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+            )
+        except OSError:
+            LOG.warning("embed ahead: the helper process did not start")
+            self._vectors = {}
+            return
+        self._writer = threading.Thread(
+            target=self._write, name="ctxledger-embed-ahead-pipe", daemon=True
+        )
+        self._writer.start()
+        self._outbox.put(("start", self._start))
+        for message in self._held:
+            self._outbox.put(message)
+        self._held = []
+
+    def take(self, key: Key) -> np.ndarray | None:
+        """The vector of the chunk text under ``key``, or None."""
+        with self._lock:
+            if self._vectors is None:
+                self._vectors = self._collect()
+            return self._vectors.pop(key, None)
+
+    def _collect(self) -> dict[Key, np.ndarray]:
+        self._held = []
+        if self._proc is None:  # never started: a small run
+            return {}
+        self._outbox.put(("flush",))
+        try:
+            message = read_frame(self._proc.stdout)
+        except Exception:  # noqa: BLE001 - the stage embeds them itself
+            LOG.warning("embed ahead: the helper's answer could not be read")
+            return {}
+        if not (isinstance(message, tuple) and message[:1] == ("vectors",)):
+            LOG.warning("embed ahead: the helper ended without vectors")
+            return {}
+        _, keys, matrix = message
+        self.received = len(keys)
+        return {tuple(key): matrix[i] for i, key in enumerate(keys)}
+
+    def _write(self) -> None:
+        stdin = self._proc.stdin
+        while True:
+            message = self._outbox.get()
+            if message is None:
+                break
+            try:
+                write_frame(stdin, message)
+            except (OSError, ValueError):  # the helper is gone: drop the rest
+                break
+        try:
+            stdin.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Stop the helper; wait for it a little, then kill it."""
+        self._held = []
+        if self._proc is None:
+            return
+        self._outbox.put(("stop",))
+        self._outbox.put(None)
+        self._writer.join(timeout=10)
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+#: The helper of the run this process works on (one at a time).
+_CURRENT: dict[str, Any] = {}
+_REGISTRY = threading.Lock()
+
+
+def ahead_for(run_id: str, make: Callable[[], Any]) -> Any:
+    """The run's helper, made by ``make()`` on first use; a helper of an
+    earlier run (a stream's previous micro-batch) is closed first."""
+    with _REGISTRY:
+        current = _CURRENT.get(run_id)
+        if current is None:
+            for old in _CURRENT.values():
+                old.close()
+            _CURRENT.clear()
+            current = _CURRENT[run_id] = make()
+        return current
+
+
+def current_ahead(run_id: str) -> Any | None:
+    """The run's helper if one was made."""
+    with _REGISTRY:
+        return _CURRENT.get(run_id)
+
+
+def release_ahead(run_id: str) -> None:
+    """Close the run's helper (its commit does, and the job when it ends)."""
+    with _REGISTRY:
+        current = _CURRENT.pop(run_id, None)
+    if current is not None:
+        current.close()
+
+
+@contextmanager
+def released(run_id: str) -> Iterator[None]:
+    """Close the run's helper when the block ends (a job wraps its pipeline
+    in it: the commit closes the helper, a failed run would leave it)."""
+    try:
+        yield
+    finally:
+        release_ahead(run_id)
+
+
+def run_helper(config, policy) -> AheadProcess:
+    """The helper process of ``config``'s run (started on first use) with the
+    policy it cuts and embeds by and the warehouse it checks for vectors."""
+    start = {
+        "policy": policy,
+        "warehouse": config.warehouse,
+        "catalog": config.catalog,
+        "data_path": config.data_path,
+    }
+    return ahead_for(config.run_id, lambda: AheadProcess(start))

@@ -1,0 +1,81 @@
+"""The embed-ahead helper process (``python -m
+ctxledger.pipelines.evidence.ahead_worker``; see ``pipelines.evidence.ahead``).
+
+It reads frames on stdin: ``("start", {...})`` first (the policy and the
+warehouse), then ``("output", tenant, text)`` per redacted tool output,
+``("flush",)`` when the evidence stage wants the vectors (answered with one
+``("vectors", keys, matrix)`` frame on stdout), and ``("stop",)`` or the end
+of stdin. No Beam here; MiniLM loads with the first group. Anything the
+libraries print goes to stderr: stdout carries the frames only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from ctxledger.pipelines.evidence.ahead import (
+    EmbedAhead,
+    StoredVectors,
+    read_frame,
+    write_frame,
+)
+from ctxledger.schemas.evidence import EMBEDDING_DIM
+
+
+def serve(frames_in, frames_out) -> None:
+    """Answer one run's frames (module docstring)."""
+    first = read_frame(frames_in)
+    if not (isinstance(first, tuple) and first[:1] == ("start",)):
+        return
+    start = first[1]
+    policy = start["policy"]
+
+    from ctxledger.pipelines.evidence.documents import artifact_chunk_texts
+    from ctxledger.pipelines.evidence.embed import Embedder
+
+    settings = policy.evidence.embedding
+    embedder = Embedder(settings)
+    # now, while the run starts (frames wait in the pipe meanwhile)
+    embedder.load()
+    helper = EmbedAhead(
+        lambda texts, whole: embedder.encode(texts, leave_core=not whole),
+        lambda text: artifact_chunk_texts(text, policy),
+        stored=StoredVectors(
+            start["warehouse"], start["catalog"], start["data_path"], settings.model
+        ),
+    )
+    try:
+        while True:
+            message = read_frame(frames_in)
+            if message is None or message[0] == "stop":
+                return
+            if message[0] == "output":
+                helper.submit(message[1], message[2])
+            elif message[0] == "flush":
+                done = helper.take_all()
+                keys = list(done)
+                matrix = (
+                    np.stack([done[k] for k in keys]).astype(np.float32)
+                    if keys
+                    else np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+                )
+                write_frame(frames_out, ("vectors", keys, matrix))
+    finally:
+        helper.close()
+
+
+def main() -> None:
+    frames_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # stray prints of any library go to stderr
+    sys.stdout = sys.stderr
+    try:
+        serve(sys.stdin.buffer, frames_out)
+    finally:
+        frames_out.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""The embed-ahead helper (``pipelines.evidence.ahead``): tool outputs handed
+over while the run redacts come back as the vectors of their chunk texts,
+grouped the same way whatever the timing, never across tenants, never for a
+text the warehouse holds; a helper that fails or never starts costs nothing
+but the evidence stage's own embedding."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from ctxledger.pipelines.evidence import ahead as ahead_mod
+from ctxledger.pipelines.evidence.ahead import (
+    AheadProcess,
+    EmbedAhead,
+    read_frame,
+    text_key,
+    write_frame,
+)
+from ctxledger.pipelines.evidence.documents import (
+    RunInfo,
+    artifact_chunk_texts,
+    build_artifact,
+)
+from ctxledger.schemas import Artifact
+from ctxledger.schemas.policy import load_policy
+
+POLICY = load_policy(None)
+
+
+def _cut(text: str) -> list[str]:
+    """Chunk texts of a fake output: its lines."""
+    return [line for line in text.split("\n") if line]
+
+
+class _Model:
+    """Records each call (texts, whole) and answers a vector per text."""
+
+    def __init__(self, delay: float = 0.0, fail_on: str | None = None):
+        self.calls: list[tuple[tuple[str, ...], bool]] = []
+        self.delay = delay
+        self.fail_on = fail_on
+
+    def __call__(self, texts, whole):
+        self.calls.append((tuple(texts), whole))
+        if self.fail_on is not None and any(self.fail_on in t for t in texts):
+            raise RuntimeError("model exploded")
+        time.sleep(self.delay)
+        return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
+
+
+def _outputs(n: int) -> list[tuple[str, str]]:
+    return [("t1", f"line {i} a\nline {i} b") for i in range(n)]
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.05])
+def test_groups_follow_the_submission_order_whatever_the_timing(pause):
+    model = _Model(delay=0.01)
+    helper = EmbedAhead(model, _cut, group_size=4)
+    try:
+        for tenant, text in _outputs(5):
+            helper.submit(tenant, text)
+            time.sleep(pause)  # slow redaction: the helper runs ahead
+        done = helper.take_all()
+    finally:
+        helper.close()
+    texts = [t for call, _ in model.calls for t in call]
+    assert texts == [f"line {i} {s}" for i in range(5) for s in "ab"]
+    assert [len(call) for call, _ in model.calls] == [4, 4, 2]
+    assert model.calls[-1][1] is True  # the rest with every thread
+    assert done[text_key("t1", "line 3 b")].tolist() == [8.0, 1.0]
+    assert len(done) == 10
+
+
+def test_a_text_is_embedded_once_per_tenant_and_never_across_tenants():
+    model = _Model()
+    helper = EmbedAhead(model, _cut, group_size=100)
+    try:
+        helper.submit("t1", "same\nother")
+        helper.submit("t1", "same")
+        helper.submit("t2", "same")
+        done = helper.take_all()
+    finally:
+        helper.close()
+    assert sorted(done) == sorted(
+        [text_key("t1", "same"), text_key("t1", "other"), text_key("t2", "same")]
+    )
+    assert model.calls == [(("same", "other", "same"), True)]
+
+
+def test_texts_the_warehouse_holds_are_not_embedded():
+    class Stored:
+        closed = False
+
+        def __call__(self, keys):
+            return {k for k in keys if k == text_key("t1", "known")}
+
+        def close(self):
+            self.closed = True
+
+    model, stored = _Model(), Stored()
+    helper = EmbedAhead(model, _cut, stored=stored, group_size=100)
+    try:
+        helper.submit("t1", "known\nnew")
+        done = helper.take_all()
+    finally:
+        helper.close()
+    assert model.calls == [(("new",), True)]
+    assert list(done) == [text_key("t1", "new")]
+    assert stored.closed  # no read-only attach outlives the helper
+
+
+def test_a_failed_group_or_cut_is_left_to_the_evidence_stage():
+    def cut(text):
+        if text == "bad output":
+            raise ValueError("cannot cut")
+        return _cut(text)
+
+    model = _Model(fail_on="poison")
+    helper = EmbedAhead(model, cut, group_size=2)
+    try:
+        for text in ["a\nb", "poison\nc", "bad output", "d"]:
+            helper.submit("t1", text)
+        done = helper.take_all()
+    finally:
+        helper.close()
+    assert sorted(k[1] for k in done) == sorted(
+        text_key("t1", t)[1] for t in ["a", "b", "d"]
+    )
+    assert helper.failed == 2 and helper.embedded == 3
+
+
+def test_take_all_waits_for_the_pass_in_flight():
+    started, release = threading.Event(), threading.Event()
+
+    def slow(texts, whole):
+        started.set()
+        release.wait(5)
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+    helper = EmbedAhead(slow, _cut, group_size=1)
+    try:
+        helper.submit("t1", "x")
+        assert started.wait(5)
+        result: dict = {}
+        taker = threading.Thread(target=lambda: result.update(helper.take_all()))
+        taker.start()
+        time.sleep(0.05)
+        assert taker.is_alive()  # the group is still being embedded
+        release.set()
+        taker.join(5)
+    finally:
+        helper.close()
+    assert list(result) == [text_key("t1", "x")]
+
+
+def test_frames_round_trip_and_end_cleanly():
+    stream = io.BytesIO()
+    matrix = np.arange(6, dtype=np.float32).reshape(3, 2)
+    write_frame(stream, ("vectors", [("t", "h")], matrix))
+    write_frame(stream, ("stop",))
+    stream.seek(0)
+    kind, keys, got = read_frame(stream)
+    assert (kind, keys) == ("vectors", [("t", "h")]) and np.array_equal(got, matrix)
+    assert read_frame(stream) == ("stop",)
+    assert read_frame(stream) is None  # end of stream
+    truncated = io.BytesIO(stream.getvalue()[:-3])
+    read_frame(truncated)
+    assert read_frame(truncated) is None
+
+
+ARTIFACT_TEXT = (
+    "Traceback (most recent call last):\n"
+    + "".join(f"  File 'app/module_{i}.py', line {i}, in handler\n" for i in range(200))
+    + "ERROR: connection to the billing database failed\n"
+    + "".join(f"  File 'app/module_{i}.py', line {i}, in handler\n" for i in range(200))
+    + "ValueError: the order total does not match\n"
+    + "password=hunter2hunter2\n"
+)
+
+
+def test_chunk_texts_are_those_build_artifact_keeps():
+    artifact = Artifact(
+        artifact_id="art_1",
+        tenant_id="t1",
+        media_type="text/plain",
+        size_bytes=len(ARTIFACT_TEXT),
+        content=ARTIFACT_TEXT,
+        policy_version="p",
+    )
+    built = build_artifact(artifact, POLICY, RunInfo("r", "p", "j"))
+    assert len(built.chunks) > 1
+    assert artifact_chunk_texts(ARTIFACT_TEXT, POLICY) == [c.text for c in built.chunks]
+    # what the secret screen held back is not embedded ahead either
+    assert len(built.dead_letters) == 1
+    assert all("hunter2" not in t for t in artifact_chunk_texts(ARTIFACT_TEXT, POLICY))
+
+
+def test_a_small_run_never_starts_the_process(monkeypatch):
+    def no_process(*args, **kwargs):
+        raise AssertionError("a small run must not start the helper")
+
+    monkeypatch.setattr(ahead_mod.subprocess, "Popen", no_process)
+    client = AheadProcess({"policy": POLICY}, start_after=3)
+    for tenant, text in _outputs(3):
+        client.submit(tenant, text)
+    assert not client.started
+    assert client.take(text_key("t1", "line 0 a")) is None
+    client.close()
+
+
+def test_a_helper_that_dies_leaves_every_text_to_the_stage(monkeypatch):
+    real = ahead_mod.subprocess.Popen
+
+    def dies(argv, **kwargs):
+        return real([argv[0], "-c", "import sys; sys.stdin.read(1)"], **kwargs)
+
+    monkeypatch.setattr(ahead_mod.subprocess, "Popen", dies)
+    client = AheadProcess({"policy": POLICY}, start_after=0)
+    client.submit("t1", "line a")
+    assert client.started
+    assert client.take(text_key("t1", "line a")) is None
+    client.close()
+
+
+@pytest.mark.slow
+def test_the_helper_process_embeds_what_the_evidence_stage_would(tmp_path):
+    """The real helper process (MiniLM on its side): vectors of the chunk
+    texts of the outputs handed over, equal to the stage's own embedding."""
+    from ctxledger.pipelines.evidence.embed import Embedder
+
+    outputs = [
+        ("t1", ARTIFACT_TEXT),
+        ("t1", "Order 1234 was refunded on 2026-11-02."),
+        ("t2", "Order 1234 was refunded on 2026-11-02."),
+    ]
+    start = {
+        "policy": POLICY,
+        "warehouse": str(tmp_path / "no_warehouse"),
+        "catalog": None,
+        "data_path": None,
+    }
+    client = AheadProcess(start, start_after=0)
+    try:
+        for tenant, text in outputs:
+            client.submit(tenant, text)
+        texts = {
+            (tenant, t): t
+            for tenant, text in outputs
+            for t in artifact_chunk_texts(text, POLICY)
+        }
+        got = {k: client.take(text_key(*k)) for k in texts}
+    finally:
+        client.close()
+    assert all(v is not None for v in got.values())
+    keys = list(texts)
+    want = Embedder(POLICY.evidence.embedding).encode([texts[k] for k in keys])
+    cosines = [float(got[k] @ want[i]) for i, k in enumerate(keys)]
+    assert min(cosines) > 0.9999
