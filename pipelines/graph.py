@@ -29,6 +29,7 @@ from typing import Any
 import apache_beam as beam
 
 from ctxledger.pipelines.config import JobConfig
+from ctxledger.pipelines.evidence import ahead
 from ctxledger.pipelines.evidence.transforms import evidence_branch
 from ctxledger.pipelines.ingest.landing import LandingItem
 from ctxledger.pipelines.ingest.spread import spread_files
@@ -96,6 +97,8 @@ def build_batch_graph(
         and embedding.backend == "torch"
     ):
         config = config.model_copy(update={"embed_ahead": True})
+        if sum(item.size_bytes for item in items) >= ahead.START_BYTES:
+            ahead.run_helper(config, policy).launch()  # MiniLM loads meanwhile
     ingested = (
         pipeline
         | "ListLandingFiles"

@@ -59,6 +59,10 @@ MAX_WAITING = 50_000
 #: texts in the evidence stage rather than start a process and load MiniLM
 #: a second time (~2 CPU-s).
 START_AFTER = 64
+#: Landing bytes from which a run starts its helper at once, when the graph
+#: is built: it imports torch and loads MiniLM (~2 s) on the core the run's
+#: own start-up leaves idle, so it embeds from the first outputs on.
+START_BYTES = 2_000_000
 
 Key = tuple[str, str]
 #: ``(texts, whole) -> vectors``: ``whole`` when a call may use the whole
@@ -308,6 +312,12 @@ class AheadProcess:
     @property
     def started(self) -> bool:
         return self._proc is not None
+
+    def launch(self) -> None:
+        """Start the process now (before any output is handed over)."""
+        with self._submitting:
+            if self._proc is None and self._vectors is None:
+                self._launch()
 
     def submit(self, tenant_id: str, text: str) -> None:
         with self._submitting:  # worker threads of ``multi_threading`` share it

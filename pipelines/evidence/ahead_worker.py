@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -38,8 +39,9 @@ def serve(frames_in, frames_out) -> None:
 
     settings = policy.evidence.embedding
     embedder = Embedder(settings)
-    # now, while the run starts (frames wait in the pipe meanwhile)
-    embedder.load()
+    # MiniLM loads meanwhile (the first group waits for it), the outputs
+    # are read and cut at once
+    threading.Thread(target=embedder.load, name="load-minilm", daemon=True).start()
     helper = EmbedAhead(
         lambda texts, whole: embedder.encode(texts, leave_core=not whole),
         lambda text: artifact_chunk_texts(text, policy),

@@ -44,14 +44,30 @@ def _chunks(warehouse: Path) -> dict[str, tuple]:
     return {row[0]: row for row in rows}
 
 
-def test_the_helper_embeds_tool_outputs_with_the_same_evidence(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """The landing and the warehouse of the same nightly without the helper."""
+    tmp_path = tmp_path_factory.mktemp("plain")
     landing = _landing(tmp_path)
     policy = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
     policy["evidence"]["embedding"]["ahead"] = False
     without = tmp_path / "policy_without.yaml"
     without.write_text(yaml.safe_dump(policy))
-    run_nightly(landing, tmp_path / "wh_without", policy_file=without)
+    run_nightly(landing, tmp_path / "wh", policy_file=without)
+    return landing, _chunks(tmp_path / "wh")
 
+
+@pytest.mark.parametrize(
+    ("start_after", "start_bytes"),
+    [
+        (0, 10**12),  # started by the first tool output handed over
+        (10**9, 0),  # started when the graph is built (a large landing)
+    ],
+)
+def test_the_helper_embeds_tool_outputs_with_the_same_evidence(
+    plain, tmp_path, monkeypatch, start_after, start_bytes
+):
+    landing, without = plain
     helpers: list = []
     real_close = ahead.AheadProcess.close
 
@@ -59,7 +75,9 @@ def test_the_helper_embeds_tool_outputs_with_the_same_evidence(tmp_path, monkeyp
         real_close(self)
         helpers.append(self)
 
-    monkeypatch.setattr(ahead, "START_AFTER", 0)  # a fixture-sized run starts it
+    # a fixture-sized run would otherwise embed its few texts itself
+    monkeypatch.setattr(ahead, "START_AFTER", start_after)
+    monkeypatch.setattr(ahead, "START_BYTES", start_bytes)
     monkeypatch.setattr(ahead.AheadProcess, "close", close)
     result = run_nightly(landing, tmp_path / "wh_with")
 
@@ -68,10 +86,9 @@ def test_the_helper_embeds_tool_outputs_with_the_same_evidence(tmp_path, monkeyp
     assert helpers[0]._proc.returncode == 0  # stopped by the run's commit
     assert ahead.current_ahead(result.run_id) is None
     with_helper = _chunks(tmp_path / "wh_with")
-    plain = _chunks(tmp_path / "wh_without")
-    assert len(plain) > 5 and set(with_helper) == set(plain)
+    assert len(without) > 5 and set(with_helper) == set(without)
     for chunk_id, row in with_helper.items():
-        other = plain[chunk_id]
+        other = without[chunk_id]
         assert row[:6] == other[:6] and row[7:] == other[7:]
         a, b = np.asarray(row[6]), np.asarray(other[6])
         assert float(a @ b) > 0.9999
