@@ -31,7 +31,7 @@ pre-tokeniser drops surrounding whitespace anyway). Parity with
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +134,7 @@ class MiniLM:
         batch_size: int = 64,
         bf16: bool = False,
         budget: int = 0,
-        threads: int = 0,
+        threads: int | Callable[[], int] = 0,
     ) -> np.ndarray:
         """Unit float32 vectors, one row per text, in input order.
 
@@ -142,7 +142,9 @@ class MiniLM:
         forward pass (0: ``batching.TOKEN_BUDGET``); ``bf16`` runs the passes
         under bf16 autocast (fast only on CPUs with native bf16), pooling
         and normalisation stay fp32. ``threads`` caps each pass's threads
-        below the budget (0: no cap).
+        below the budget (0: no cap); a callable is asked before each pass.
+        The thread count does not change what the vectors mean: bit-identical
+        on 1 and 2 threads in bf16 on AVX512-BF16, within ~1e-7 in fp32.
         """
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
@@ -152,7 +154,7 @@ class MiniLM:
         )
         out = np.empty((len(ids), DIM), dtype=np.float32)
         for group in groups:
-            self._share_cores(threads)
+            self._share_cores(threads() if callable(threads) else threads)
             out[group] = self.forward([ids[i] for i in group], bf16)
         return out
 

@@ -65,9 +65,10 @@ START_AFTER = 64
 START_BYTES = 2_000_000
 
 Key = tuple[str, str]
-#: ``(texts, whole) -> vectors``: ``whole`` when a call may use the whole
-#: thread budget (the evidence stage waits), else it leaves a core to the run.
-Encode = Callable[[Sequence[str], bool], np.ndarray]
+#: ``(texts, whole) -> vectors``: ``whole()``, asked before each forward
+#: pass, says whether the pass may use the whole thread budget (the evidence
+#: stage waits for the vectors), else it leaves a core to the run's stages.
+Encode = Callable[[Sequence[str], Callable[[], bool]], np.ndarray]
 #: A tool output's redacted text -> the chunk texts the evidence stage keeps.
 Cut = Callable[[str], list[str]]
 
@@ -175,11 +176,10 @@ class EmbedAhead:
                     group = self._queued[: self._group_size]
                     del self._queued[: self._group_size]
                     self._busy = True
-                    whole = self._flush
             if group is None:
                 self._cut_output(tenant_id, text)
             else:
-                self._embed(group, whole)
+                self._embed(group)
 
     def _ready(self) -> bool:
         """Work to do: an output to cut, a full group, or (flushed) any group."""
@@ -203,14 +203,19 @@ class EmbedAhead:
                     self._queued.append((key, chunk))
             self._state.notify_all()
 
-    def _embed(self, group: list[tuple[Key, str]], whole: bool) -> None:
+    def _whole(self) -> bool:
+        """Whether a pass may take every thread: the vectors are asked for
+        (a flag read without the lock: a pass either way is correct)."""
+        return self._flush
+
+    def _embed(self, group: list[tuple[Key, str]]) -> None:
         kept: dict[Key, np.ndarray] = {}
         failed = 0
         try:
             reused = self._stored([k for k, _ in group]) if self._stored else set()
             todo = [(k, text) for k, text in group if k not in reused]
             if todo:
-                vectors = self._encode([text for _, text in todo], whole)
+                vectors = self._encode([text for _, text in todo], self._whole)
                 kept = {key: vectors[i] for i, (key, _) in enumerate(todo)}
         except Exception:  # noqa: BLE001 - the evidence stage embeds them again
             LOG.debug("embed ahead: a group failed", exc_info=True)

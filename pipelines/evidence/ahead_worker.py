@@ -43,7 +43,7 @@ def serve(frames_in, frames_out) -> None:
     # are read and cut at once
     threading.Thread(target=embedder.load, name="load-minilm", daemon=True).start()
     helper = EmbedAhead(
-        lambda texts, whole: embedder.encode(texts, leave_core=not whole),
+        lambda texts, whole: embedder.encode(texts, leave_core=lambda: not whole()),
         lambda text: artifact_chunk_texts(text, policy),
         stored=StoredVectors(
             start["warehouse"], start["catalog"], start["data_path"], settings.model

@@ -16,7 +16,7 @@ where the CPU has it (``bench/bench_evidence.py`` measures both).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -107,11 +107,15 @@ class Embedder:
         return self._model
 
     def encode(
-        self, texts: Sequence[str], model: Any = None, leave_core: bool = False
+        self,
+        texts: Sequence[str],
+        model: Any = None,
+        leave_core: bool | Callable[[], bool] = False,
     ) -> np.ndarray:
         """Normalised float32 vectors, one row per text. ``leave_core``: each
-        pass leaves one core of the thread budget to the calling process's
-        other work (the embed-ahead helper, ``pipelines.evidence.ahead``)."""
+        pass leaves one core of the thread budget to other work (the
+        embed-ahead helper, ``pipelines.evidence.ahead``, while the run's
+        stages go on); a callable is asked before each pass."""
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         from ctxledger.pipelines.models import encode_by_token_budget  # noqa: PLC0415
@@ -125,7 +129,11 @@ class Embedder:
             return _checked(np.asarray(vectors, dtype=np.float32))
         # one length class per forward pass, by word-piece budget
         # (``models.token_batches``), the texts tokenized once
-        cap = {"threads": max(1, model.thread_budget - 1)} if leave_core else {}
+        cap = {}
+        if leave_core:
+            spare = max(1, model.thread_budget - 1)
+            asks = callable(leave_core)
+            cap["threads"] = (lambda: spare if leave_core() else 0) if asks else spare
         vectors = model.encode(
             texts, batch_size=size, bf16=self.precision == "bf16", **cap
         )

@@ -46,7 +46,7 @@ class _Model:
         self.fail_on = fail_on
 
     def __call__(self, texts, whole):
-        self.calls.append((tuple(texts), whole))
+        self.calls.append((tuple(texts), whole()))
         if self.fail_on is not None and any(self.fail_on in t for t in texts):
             raise RuntimeError("model exploded")
         time.sleep(self.delay)
