@@ -49,9 +49,9 @@ class JobConfig(BaseModel):
     #: This attempt of the run (``warehouse.concurrency.new_attempt``): names its
     #: staging folder, so two overlapping attempts of one run id never share one.
     attempt: str = ""
-    #: Evidence vectors of tool outputs computed on a helper thread while the
-    #: run redacts (``pipelines.evidence.ahead``): set by the job when every
-    #: stage runs in its own process and the policy embeds inline.
+    #: Evidence vectors of tool outputs computed by a helper process while the
+    #: run redacts (``pipelines.evidence.ahead``): set by the graph when every
+    #: stage runs in the job's own process and the policy embeds inline.
     embed_ahead: bool = False
 
     @field_serializer("catalog")

@@ -86,8 +86,9 @@ def build_batch_graph(
     the branches read from while the graph is built (module docstring).
     ``shares_process``: every stage runs in this process
     (``pipelines.models.shares_process``), so tool outputs can be embedded
-    ahead on a helper thread (``JobConfig.embed_ahead``) where the policy
-    embeds inline.
+    ahead by a helper process (``JobConfig.embed_ahead``) where the policy
+    embeds inline; for a landing of ``ahead.START_BYTES`` or more it starts
+    now, loading MiniLM while the run starts.
     """
     embedding = policy.evidence.embedding
     if (

@@ -97,7 +97,8 @@ class RedactSessionFn(beam.DoFn):
 
     def _embed_ahead(self, artifact) -> None:
         """Hand a redacted tool output to the run's embed-ahead helper
-        (``pipelines.evidence.ahead``), started with the first one."""
+        (``pipelines.evidence.ahead``: it starts once the run has handed over
+        enough of them, or already did when the graph was built)."""
         if self.ahead is None:
             from ctxledger.pipelines.evidence.ahead import run_helper
 
