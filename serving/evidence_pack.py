@@ -944,31 +944,42 @@ class _Greedy:
         self.sizes = np.array([max(1, len(c.shingles)) for c in candidates], float)
         self.shared = np.zeros(n)
         self.max_cos = np.full(n, -1.0)
-        self.closest = np.full(n, -1, dtype=np.int64)
         # Shingles as small integer ids (one sort of every candidate's
-        # hashes): each candidate's ids (``ids[ptr[i]:ptr[i + 1]]``) and which
-        # ids the selected text holds (``seen_ids``). An id only one
-        # candidate holds counts for that candidate alone; for the ids two or
-        # more hold, ``holders`` has a row (``row_of``: its row, -1 for the
-        # others) saying which, so a selection adds ``holders[its new shared
-        # ids].sum(0)`` to ``shared`` (a few array calls; the owner lists it
-        # replaced took ten, ~15 us of each of ~50 selections), and the matrix
-        # stays small (most shingles of a pack are in one candidate only).
+        # hashes). A shingle only one candidate holds counts for that
+        # candidate alone, and it is new when that candidate is selected
+        # (nobody else can have brought it in): ``_solo`` counts them. For
+        # the ids two or more hold, ``holders`` has a row saying which, so a
+        # selection adds ``holders[its new shared rows].sum(0)`` to
+        # ``shared``; ``_rows`` gives each candidate's hashes their row
+        # (``_rows[ptr[i]:ptr[i + 1]]``, -1 for the solo ones) and
+        # ``seen_rows`` which rows the selected text holds. The matrix stays
+        # small (most shingles of a pack are in one candidate only).
         arrays = [
             _shingle_array(c.shingles) if c.shingle_ids is None else c.shingle_ids
             for c in candidates
         ]
         lengths = [len(a) for a in arrays]
         hashes = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-        _, self.ids, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+        _, ids, counts = np.unique(hashes, return_inverse=True, return_counts=True)
         self.ptr = [0, *itertools.accumulate(lengths)]
         many = counts > 1
-        self.row_of = np.where(many, np.cumsum(many) - 1, -1)
-        self.holders = np.zeros((int(many.sum()), n), dtype=bool)
+        rows = np.where(many, np.cumsum(many) - 1, -1)[ids]
+        self._rows = rows
         owners = np.repeat(np.arange(n), lengths)
-        rows = self.row_of[self.ids]
-        self.holders[rows[rows >= 0], owners[rows >= 0]] = True
-        self.seen_ids = np.zeros(len(counts), dtype=bool)
+        in_many = rows >= 0
+        self.holders = np.zeros((int(many.sum()), n), dtype=bool)
+        self.holders[rows[in_many], owners[in_many]] = True
+        self.seen_rows = np.zeros(len(self.holders), dtype=bool)
+        self._solo = np.bincount(owners[~in_many], minlength=n).tolist()
+        #: Each selection's cosines to every candidate, in selection order
+        #: (``closest``: which selection gave a candidate its highest).
+        self._sims: list[np.ndarray] = []
+        self._added = [False] * n
+        self._sizes_of = self.sizes.tolist()
+        #: ``_penalty_of`` per candidate since the last selection: the lazy
+        #: rounds ask for a candidate's utility, then its decision records
+        #: the same penalty (~320 asks a pack, about half of them repeats).
+        self._memo: dict[int, tuple[float, bool]] = {}
         self.selected: list[int] = []
         #: ``(penalty, near_duplicate)`` of every candidate against the
         #: selection so far; None after a selection (``_now``).
@@ -995,23 +1006,43 @@ class _Greedy:
     def add(self, i: int) -> None:
         """Item ``i`` was selected: update every candidate's redundancy."""
         self._current = None
-        c = self.candidates[i]
-        ids = self.ids[self.ptr[i] : self.ptr[i + 1]]
-        new = ids[~self.seen_ids.take(ids)]
-        if len(new):
-            self.seen_ids[new] = True
-            # every candidate holding a new shingle gains one shared shingle:
-            # ``i`` alone for the ids no one else holds
-            rows = self.row_of.take(new)
-            rows = rows[rows >= 0]
-            self.shared[i] += len(new) - len(rows)
-            if len(rows):
-                self.shared += self.holders.take(rows, axis=0).sum(axis=0)
-        sims = self.vectors @ np.asarray(c.vector, dtype=np.float32)
-        better = sims > self.max_cos
-        np.copyto(self.max_cos, sims, where=better)
-        np.copyto(self.closest, i, where=better)
+        self._memo = {}
+        if not self._added[i]:  # its solo shingles: new, and its own
+            self._added[i] = True
+            self.shared[i] += self._solo[i]
+        rows = self._rows[self.ptr[i] : self.ptr[i + 1]]
+        rows = rows[rows >= 0]
+        rows = rows[~self.seen_rows.take(rows)]
+        if len(rows):
+            # every candidate holding a new shared shingle gains one
+            self.seen_rows[rows] = True
+            self.shared += self.holders.take(rows, axis=0).sum(axis=0)
+        # OpenBLAS's sgemv of the whole matrix, as before (its bits decide
+        # near-duplicates); ``fmax`` keeps the highest like ``sims >
+        # max_cos`` did (a NaN never replaces a value)
+        vector = np.asarray(self.candidates[i].vector, dtype=np.float32)
+        sims = self.vectors @ vector
+        np.fmax(self.max_cos, sims, out=self.max_cos)
+        self._sims.append(sims)
         self.selected.append(i)
+
+    @property
+    def closest(self) -> np.ndarray:
+        """Per candidate, the selected index that gave it its highest cosine
+        (the first selection reaching it), -1 while none beat -1.0."""
+        out = np.full(len(self.candidates), -1, dtype=np.int64)
+        for k in range(len(self._sims) - 1, -1, -1):
+            out[self._sims[k] == self.max_cos] = self.selected[k]
+        out[self.max_cos == -1.0] = -1
+        return out
+
+    def _closest_of(self, i: int) -> int:
+        """``closest[i]`` alone."""
+        best = self.max_cos[i]
+        for k, sims in enumerate(self._sims):
+            if sims[i] == best:
+                return self.selected[k]
+        return -1
 
     def _now(self) -> tuple[np.ndarray, np.ndarray]:
         """``(penalty, near_duplicate)`` of every candidate now, computed once
@@ -1044,15 +1075,22 @@ class _Greedy:
         """``_now()``'s ``(penalty, near_duplicate)`` at ``i`` alone, in
         Python floats: the same operations on the same values (share, the
         two thresholds, ``weight x base`` times the share or 1.0)."""
+        found = self._memo.get(i)
+        if found is not None:
+            return found
         s = self.settings
         if s.redundancy_weight == 0.0:
             return 0.0, False
-        shared = float(self.shared[i]) / float(self.sizes[i])
+        shared = float(self.shared[i]) / self._sizes_of[i]
         near = (
             shared >= s.near_duplicate_overlap
             or float(self.max_cos[i]) >= s.near_duplicate_cosine
         )
-        return self._weighted_of[i] * (1.0 if near else shared), near
+        found = self._memo[i] = (
+            self._weighted_of[i] * (1.0 if near else shared),
+            near,
+        )
+        return found
 
     def utility_of(self, i: int) -> tuple[float, bool]:
         """``utilities()`` at ``i`` alone (``LazyScorer``): ``base -
@@ -1068,7 +1106,7 @@ class _Greedy:
         if not self._penalty_of(i)[1]:
             return None
         if self.max_cos[i] >= self.settings.near_duplicate_cosine:
-            return self.candidates[int(self.closest[i])].item_id
+            return self.candidates[self._closest_of(i)].item_id
         mine = self.candidates[i].shingles
         return max(
             (self.candidates[j] for j in self.selected),
