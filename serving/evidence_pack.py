@@ -48,6 +48,7 @@ retrieved text is never instructions.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import threading
@@ -70,6 +71,11 @@ from ctxledger.schemas.evidence import (
 )
 from ctxledger.schemas.sources import SourceRegistry, SourceSpec, above_clearance
 from ctxledger.serving.context_pack import PackError, greedy_select
+
+try:  # the serve extra; without it manifest ids take ``content_hash``
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the core install
+    _orjson = None
 
 if TYPE_CHECKING:
     from ctxledger.schemas.evidence import PackSettings
@@ -253,12 +259,17 @@ def _reading_order(index: EvidenceIndex) -> dict[str, Any]:
     docs = meta.column("doc_id").to_pylist()
     for row, key in enumerate(zip(tenants, docs, strict=True)):
         by_doc.setdefault(key, []).append(row)
+    doc_rows = {key: np.asarray(rows, dtype=np.int64) for key, rows in by_doc.items()}
     cached = {
         "next": following,
         "prev": preceding,
         # arrays, once: ``_superseded`` indexes them for every selected document
-        "by_doc": {
-            key: np.asarray(rows, dtype=np.int64) for key, rows in by_doc.items()
+        "by_doc": doc_rows,
+        # the earliest ``effective_to`` of each document's rows: a document
+        # none of whose versions ended by ``as_of`` has nothing superseded,
+        # known without an array call (most selected documents, ~30 a pack)
+        "first_end": {
+            key: int(index.eff_to[rows].min()) for key, rows in doc_rows.items()
         },
     }
     with _ORDER_LOCK:
@@ -775,8 +786,9 @@ def _superseded(
         if c.kind != "evidence" or c.row is None or c.doc_id in seen:
             continue
         seen.add(c.doc_id or "")
-        rows = order["by_doc"].get((request.tenant_id, c.doc_id))
-        if rows is None or not len(rows):
+        key = (request.tenant_id, c.doc_id)
+        rows = order["by_doc"].get(key)
+        if rows is None or not len(rows) or order["first_end"][key] > t:
             continue
         ended = rows[(index.eff_to[rows] <= t)]
         if not len(ended):
@@ -1168,6 +1180,27 @@ class _Greedy:
 
 
 # --------------------------------------------------------------------- pack
+def _manifest_id(
+    request: dict[str, Any], selected: list[str], dropped: list[tuple[str, str]]
+) -> str:
+    """``content_hash(request, selected, dropped, prefix="ctx_")``, with the
+    canonical JSON written by orjson when it is installed (the serve extra):
+    for these values (strings, bools, None, 64-bit integers, lists and
+    string-keyed dicts; no floats) its compact, key-sorted UTF-8 is the
+    same text ``canonical_json`` writes (``tests/unit/evidence/
+    test_pack_fast_paths.py``), in ~3 us instead of ~40 us. Anything orjson
+    refuses (a larger integer, a lone surrogate) takes ``content_hash``."""
+    parts = [request, selected, dropped]
+    if _orjson is not None:
+        try:
+            text = _orjson.dumps(parts, option=_orjson.OPT_SORT_KEYS)
+        except TypeError:
+            pass
+        else:
+            return "ctx_" + hashlib.sha256(text).hexdigest()[:32]
+    return content_hash(*parts, prefix="ctx_")
+
+
 def manifest_data(
     wh: Warehouse,
     request: PackRequest,
@@ -1247,19 +1280,39 @@ def manifest_data(
     decided: list[int] = []
     penalties: list[float] = []
 
-    def cost(c: Candidate) -> int:
-        """Its tokens, plus what each join with a selected neighbour adds
-        (the blank line is one cl100k token, or none when it merges into the
-        text beside it; tokens never span the blank line, so pairs suffice)."""
+    # each candidate's neighbour rows in reading order (-1: none), as Python
+    # ints read once: ``cost`` asks for them ~125 times a pack
+    neighbours: list[tuple[int, int]] = []
+    if order is not None:
+        at_rows = np.array(
+            [-1 if c.row is None else c.row for c in candidates], dtype=np.int64
+        )
+        neighbours = list(
+            zip(
+                order["prev"][at_rows].tolist(),
+                order["next"][at_rows].tolist(),
+                strict=True,
+            )
+        )
+
+    def cost(i: int) -> int:
+        """Candidate ``i``'s tokens, plus what each join with a selected
+        neighbour adds (the blank line is one cl100k token, or none when it
+        merges into the text beside it; tokens never span the blank line,
+        so pairs suffice)."""
+        c = candidates[i]
         if order is None or c.row is None:
             return c.token_count
         extra = 0
-        for side in ("prev", "next"):
-            other = chosen_rows.get(int(order[side][c.row]))
-            if other is not None:
-                a, b = (other, c) if side == "prev" else (c, other)
-                joined = _joined_tokens(a.text, b.text)
-                extra += joined - a.token_count - b.token_count
+        before, after = neighbours[i]
+        other = chosen_rows.get(before)
+        if other is not None:
+            extra += _joined_tokens(other.text, c.text) - other.token_count
+            extra -= c.token_count
+        other = chosen_rows.get(after)
+        if other is not None:
+            extra += _joined_tokens(c.text, other.text) - c.token_count
+            extra -= other.token_count
         return c.token_count + extra
 
     def select(i: int, mandatory: bool) -> None:
@@ -1292,7 +1345,7 @@ def manifest_data(
         state,
         mandatory=[positions[m] for m in request.mandatory],
         min_relevance=settings.min_relevance,
-        cost=lambda i: cost(candidates[i]),
+        cost=cost,
         on_select=select,
         on_drop=drop,
         budget_detail=(
@@ -1342,12 +1395,11 @@ def manifest_data(
                     full=full,
                 )
             )
-    manifest_id = content_hash(
+    manifest_id = _manifest_id(
         # the decision, not the view: asking for dropped texts keeps the id
         request.model_dump(mode="json", exclude={"include_dropped_content"}),
         [i["item_id"] for i in selected],
         [(d["item_id"], d["reason"]) for d in dropped],
-        prefix="ctx_",
     )
     return {
         "manifest_id": manifest_id,
