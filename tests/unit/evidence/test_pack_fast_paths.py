@@ -155,6 +155,7 @@ def test_greedy_overlap_and_closest_match_sets(seed, n, pool, picks):
         assert state.shared.tolist() == shared
         assert state.max_cos.tolist() == best.tolist()
         assert state.closest.tolist() == closest.tolist()
+        assert [state._closest_of(j) for j in range(n)] == closest.tolist()
         # one candidate at a time (the lazy selection) = the arrays, exactly
         utility, near = state.utilities()
         penalty = state._now()[0]
@@ -247,3 +248,45 @@ def test_apply_sources_memo_matches_the_per_candidate_loop(seed, n, clearance, s
     assert [(c.item_id, r) for c, r in got[1]] == [(c.item_id, r) for c, r in want[1]]
     for a, b in zip(ours, theirs, strict=True):
         assert vars(a) == vars(b)
+
+
+_JSON_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",)), max_size=20
+)  # every code point but lone surrogates (UTF-8 cannot carry them either way)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    query=_JSON_TEXT,
+    groups=st.lists(_JSON_TEXT, max_size=3),
+    window=st.one_of(st.integers(1, 10**6), st.integers(2**63, 2**80)),
+    candidates=st.one_of(st.none(), st.integers(1, 500)),
+    flags=st.tuples(st.booleans(), st.booleans()),
+    selected=st.lists(_JSON_TEXT, max_size=4),
+    dropped=st.lists(st.tuples(_JSON_TEXT, _JSON_TEXT), max_size=4),
+)
+def test_manifest_id_is_the_content_hash_of_the_decision(
+    query, groups, window, candidates, flags, selected, dropped
+):
+    """``_manifest_id`` writes the canonical JSON with orjson; it must hash
+    the same text ``content_hash`` does (control characters, non-ASCII,
+    quotes and integers past 64 bits, which orjson refuses, included)."""
+    from datetime import UTC, datetime
+
+    from ctxledger.schemas import content_hash
+    from ctxledger.schemas.evidence import PackRequest
+    from ctxledger.serving.evidence_pack import _manifest_id
+
+    request = PackRequest(
+        tenant_id="t\u00e9",
+        principal_groups=groups,
+        query=query or "q",
+        window_tokens=window,
+        candidates=candidates,
+        include_memories=flags[0],
+        include_evidence=flags[1],
+        as_of=datetime(2026, 1, 2, 3, 4, 5, 6789, tzinfo=UTC),
+    ).model_dump(mode="json", exclude={"include_dropped_content"})
+    assert _manifest_id(request, selected, dropped) == content_hash(
+        request, selected, dropped, prefix="ctx_"
+    )
