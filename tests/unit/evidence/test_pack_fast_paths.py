@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -290,3 +291,42 @@ def test_manifest_id_is_the_content_hash_of_the_decision(
     assert _manifest_id(request, selected, dropped) == content_hash(
         request, selected, dropped, prefix="ctx_"
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 120),
+    picks=st.lists(st.integers(0, 6), min_size=1, max_size=12),
+)
+def test_scope_vectors_are_the_gathered_rows_and_stay_bounded(seed, n, picks):
+    """``scope_vectors`` keeps gathered scope vectors: each is exactly
+    ``vectors[rows]`` (the matrix the cosines are computed on, bit for bit),
+    read-only, and the kept bytes never pass ``SCOPE_VECTORS_BYTES``."""
+    import ctxledger.serving.evidence_index as evidence_index
+
+    index = _index(seed, n)
+    rng = np.random.default_rng(seed)
+    scopes = [
+        np.sort(rng.choice(n, size=rng.integers(1, n + 1), replace=False))
+        for _ in range(7)
+    ]
+    limit = 3 * n * 384 * 4 // 2  # room for a few, so old ones are evicted
+    query = rng.standard_normal(384).astype(np.float32)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(evidence_index, "SCOPE_VECTORS_BYTES", limit)
+        _gather_scopes(index, scopes, picks, query, limit)
+
+
+def _gather_scopes(index, scopes, picks, query, limit) -> None:
+    for pick in picks:
+        rows = scopes[pick]
+        got = index.scope_vectors(rows.copy())
+        assert np.array_equal(got, index.vectors[rows])
+        assert not got.flags.writeable
+        fresh = index.vectors[rows] @ query
+        assert np.array_equal((got @ query).view(np.int32), fresh.view(np.int32))
+        assert index._scope_bytes <= limit
+        assert index._scope_bytes == sum(
+            v.nbytes for v in index._scope_vectors.values()
+        )
