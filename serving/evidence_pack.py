@@ -962,10 +962,10 @@ class _Greedy:
         # (nobody else can have brought it in): ``_solo`` counts them. For
         # the ids two or more hold, ``holders`` has a row saying which, so a
         # selection adds ``holders[its new shared rows].sum(0)`` to
-        # ``shared``; ``_rows`` gives each candidate's hashes their row
-        # (``_rows[ptr[i]:ptr[i + 1]]``, -1 for the solo ones) and
-        # ``seen_rows`` which rows the selected text holds. The matrix stays
-        # small (most shingles of a pack are in one candidate only).
+        # ``shared``; ``_rows`` lists each candidate's shared rows
+        # (``_rows[ptr[i]:ptr[i + 1]]``) and ``seen_rows`` says which rows
+        # the selected text holds. The matrix stays small (most shingles of
+        # a pack are in one candidate only).
         arrays = [
             _shingle_array(c.shingles) if c.shingle_ids is None else c.shingle_ids
             for c in candidates
@@ -973,16 +973,18 @@ class _Greedy:
         lengths = [len(a) for a in arrays]
         hashes = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
         _, ids, counts = np.unique(hashes, return_inverse=True, return_counts=True)
-        self.ptr = [0, *itertools.accumulate(lengths)]
         many = counts > 1
         rows = np.where(many, np.cumsum(many) - 1, -1)[ids]
-        self._rows = rows
         owners = np.repeat(np.arange(n), lengths)
         in_many = rows >= 0
+        # the shared rows, still grouped by candidate (``hashes`` is)
+        self._rows = rows[in_many]
+        held = np.bincount(owners[in_many], minlength=n)
+        self.ptr = [0, *itertools.accumulate(held.tolist())]
         self.holders = np.zeros((int(many.sum()), n), dtype=bool)
-        self.holders[rows[in_many], owners[in_many]] = True
+        self.holders[self._rows, owners[in_many]] = True
         self.seen_rows = np.zeros(len(self.holders), dtype=bool)
-        self._solo = np.bincount(owners[~in_many], minlength=n).tolist()
+        self._solo = (np.asarray(lengths, dtype=np.int64) - held).tolist()
         #: Each selection's cosines to every candidate, in selection order
         #: (``closest``: which selection gave a candidate its highest).
         self._sims: list[np.ndarray] = []
@@ -1023,7 +1025,6 @@ class _Greedy:
             self._added[i] = True
             self.shared[i] += self._solo[i]
         rows = self._rows[self.ptr[i] : self.ptr[i + 1]]
-        rows = rows[rows >= 0]
         rows = rows[~self.seen_rows.take(rows)]
         if len(rows):
             # every candidate holding a new shared shingle gains one
