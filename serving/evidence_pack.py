@@ -953,7 +953,6 @@ class _Greedy:
             )
         )
         self._values = values
-        self.sizes = np.array([max(1, len(c.shingles)) for c in candidates], float)
         self.shared = np.zeros(n)
         self.max_cos = np.full(n, -1.0)
         # Shingles as small integer ids (one sort of every candidate's
@@ -971,6 +970,8 @@ class _Greedy:
             for c in candidates
         ]
         lengths = [len(a) for a in arrays]
+        # ``max(1, len(c.shingles))``: an array holds its set's hashes
+        self.sizes = np.maximum(np.array(lengths, dtype=float), 1.0)
         hashes = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
         _, ids, counts = np.unique(hashes, return_inverse=True, return_counts=True)
         many = counts > 1
