@@ -48,6 +48,7 @@ retrieved text is never instructions.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import threading
@@ -70,6 +71,11 @@ from ctxledger.schemas.evidence import (
 )
 from ctxledger.schemas.sources import SourceRegistry, SourceSpec, above_clearance
 from ctxledger.serving.context_pack import PackError, greedy_select
+
+try:  # the serve extra; without it manifest ids take ``content_hash``
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the core install
+    _orjson = None
 
 if TYPE_CHECKING:
     from ctxledger.schemas.evidence import PackSettings
@@ -253,12 +259,17 @@ def _reading_order(index: EvidenceIndex) -> dict[str, Any]:
     docs = meta.column("doc_id").to_pylist()
     for row, key in enumerate(zip(tenants, docs, strict=True)):
         by_doc.setdefault(key, []).append(row)
+    doc_rows = {key: np.asarray(rows, dtype=np.int64) for key, rows in by_doc.items()}
     cached = {
         "next": following,
         "prev": preceding,
         # arrays, once: ``_superseded`` indexes them for every selected document
-        "by_doc": {
-            key: np.asarray(rows, dtype=np.int64) for key, rows in by_doc.items()
+        "by_doc": doc_rows,
+        # the earliest ``effective_to`` of each document's rows: a document
+        # none of whose versions ended by ``as_of`` has nothing superseded,
+        # known without an array call (most selected documents, ~30 a pack)
+        "first_end": {
+            key: int(index.eff_to[rows].min()) for key, rows in doc_rows.items()
         },
     }
     with _ORDER_LOCK:
@@ -775,8 +786,9 @@ def _superseded(
         if c.kind != "evidence" or c.row is None or c.doc_id in seen:
             continue
         seen.add(c.doc_id or "")
-        rows = order["by_doc"].get((request.tenant_id, c.doc_id))
-        if rows is None or not len(rows):
+        key = (request.tenant_id, c.doc_id)
+        rows = order["by_doc"].get(key)
+        if rows is None or not len(rows) or order["first_end"][key] > t:
             continue
         ended = rows[(index.eff_to[rows] <= t)]
         if not len(ended):
@@ -941,34 +953,48 @@ class _Greedy:
             )
         )
         self._values = values
-        self.sizes = np.array([max(1, len(c.shingles)) for c in candidates], float)
         self.shared = np.zeros(n)
         self.max_cos = np.full(n, -1.0)
-        self.closest = np.full(n, -1, dtype=np.int64)
         # Shingles as small integer ids (one sort of every candidate's
-        # hashes): each candidate's ids (``ids[ptr[i]:ptr[i + 1]]``) and which
-        # ids the selected text holds (``seen_ids``). An id only one
-        # candidate holds counts for that candidate alone; for the ids two or
-        # more hold, ``holders`` has a row (``row_of``: its row, -1 for the
-        # others) saying which, so a selection adds ``holders[its new shared
-        # ids].sum(0)`` to ``shared`` (a few array calls; the owner lists it
-        # replaced took ten, ~15 us of each of ~50 selections), and the matrix
-        # stays small (most shingles of a pack are in one candidate only).
+        # hashes). A shingle only one candidate holds counts for that
+        # candidate alone, and it is new when that candidate is selected
+        # (nobody else can have brought it in): ``_solo`` counts them. For
+        # the ids two or more hold, ``holders`` has a row saying which, so a
+        # selection adds ``holders[its new shared rows].sum(0)`` to
+        # ``shared``; ``_rows`` lists each candidate's shared rows
+        # (``_rows[ptr[i]:ptr[i + 1]]``) and ``seen_rows`` says which rows
+        # the selected text holds. The matrix stays small (most shingles of
+        # a pack are in one candidate only).
         arrays = [
             _shingle_array(c.shingles) if c.shingle_ids is None else c.shingle_ids
             for c in candidates
         ]
         lengths = [len(a) for a in arrays]
+        # ``max(1, len(c.shingles))``: an array holds its set's hashes
+        self.sizes = np.maximum(np.array(lengths, dtype=float), 1.0)
         hashes = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-        _, self.ids, counts = np.unique(hashes, return_inverse=True, return_counts=True)
-        self.ptr = [0, *itertools.accumulate(lengths)]
+        _, ids, counts = np.unique(hashes, return_inverse=True, return_counts=True)
         many = counts > 1
-        self.row_of = np.where(many, np.cumsum(many) - 1, -1)
-        self.holders = np.zeros((int(many.sum()), n), dtype=bool)
+        rows = np.where(many, np.cumsum(many) - 1, -1)[ids]
         owners = np.repeat(np.arange(n), lengths)
-        rows = self.row_of[self.ids]
-        self.holders[rows[rows >= 0], owners[rows >= 0]] = True
-        self.seen_ids = np.zeros(len(counts), dtype=bool)
+        in_many = rows >= 0
+        # the shared rows, still grouped by candidate (``hashes`` is)
+        self._rows = rows[in_many]
+        held = np.bincount(owners[in_many], minlength=n)
+        self.ptr = [0, *itertools.accumulate(held.tolist())]
+        self.holders = np.zeros((int(many.sum()), n), dtype=bool)
+        self.holders[self._rows, owners[in_many]] = True
+        self.seen_rows = np.zeros(len(self.holders), dtype=bool)
+        self._solo = (np.asarray(lengths, dtype=np.int64) - held).tolist()
+        #: Each selection's cosines to every candidate, in selection order
+        #: (``closest``: which selection gave a candidate its highest).
+        self._sims: list[np.ndarray] = []
+        self._added = [False] * n
+        self._sizes_of = self.sizes.tolist()
+        #: ``_penalty_of`` per candidate since the last selection: the lazy
+        #: rounds ask for a candidate's utility, then its decision records
+        #: the same penalty (~320 asks a pack, about half of them repeats).
+        self._memo: dict[int, tuple[float, bool]] = {}
         self.selected: list[int] = []
         #: ``(penalty, near_duplicate)`` of every candidate against the
         #: selection so far; None after a selection (``_now``).
@@ -995,23 +1021,42 @@ class _Greedy:
     def add(self, i: int) -> None:
         """Item ``i`` was selected: update every candidate's redundancy."""
         self._current = None
-        c = self.candidates[i]
-        ids = self.ids[self.ptr[i] : self.ptr[i + 1]]
-        new = ids[~self.seen_ids.take(ids)]
-        if len(new):
-            self.seen_ids[new] = True
-            # every candidate holding a new shingle gains one shared shingle:
-            # ``i`` alone for the ids no one else holds
-            rows = self.row_of.take(new)
-            rows = rows[rows >= 0]
-            self.shared[i] += len(new) - len(rows)
-            if len(rows):
-                self.shared += self.holders.take(rows, axis=0).sum(axis=0)
-        sims = self.vectors @ np.asarray(c.vector, dtype=np.float32)
-        better = sims > self.max_cos
-        np.copyto(self.max_cos, sims, where=better)
-        np.copyto(self.closest, i, where=better)
+        self._memo = {}
+        if not self._added[i]:  # its solo shingles: new, and its own
+            self._added[i] = True
+            self.shared[i] += self._solo[i]
+        rows = self._rows[self.ptr[i] : self.ptr[i + 1]]
+        rows = rows[~self.seen_rows.take(rows)]
+        if len(rows):
+            # every candidate holding a new shared shingle gains one
+            self.seen_rows[rows] = True
+            self.shared += self.holders.take(rows, axis=0).sum(axis=0)
+        # OpenBLAS's sgemv of the whole matrix, as before (its bits decide
+        # near-duplicates); ``fmax`` keeps the highest like ``sims >
+        # max_cos`` did (a NaN never replaces a value)
+        vector = np.asarray(self.candidates[i].vector, dtype=np.float32)
+        sims = self.vectors @ vector
+        np.fmax(self.max_cos, sims, out=self.max_cos)
+        self._sims.append(sims)
         self.selected.append(i)
+
+    @property
+    def closest(self) -> np.ndarray:
+        """Per candidate, the selected index that gave it its highest cosine
+        (the first selection reaching it), -1 while none beat -1.0."""
+        out = np.full(len(self.candidates), -1, dtype=np.int64)
+        for k in range(len(self._sims) - 1, -1, -1):
+            out[self._sims[k] == self.max_cos] = self.selected[k]
+        out[self.max_cos == -1.0] = -1
+        return out
+
+    def _closest_of(self, i: int) -> int:
+        """``closest[i]`` alone."""
+        best = self.max_cos[i]
+        for k, sims in enumerate(self._sims):
+            if sims[i] == best:
+                return self.selected[k]
+        return -1
 
     def _now(self) -> tuple[np.ndarray, np.ndarray]:
         """``(penalty, near_duplicate)`` of every candidate now, computed once
@@ -1044,15 +1089,22 @@ class _Greedy:
         """``_now()``'s ``(penalty, near_duplicate)`` at ``i`` alone, in
         Python floats: the same operations on the same values (share, the
         two thresholds, ``weight x base`` times the share or 1.0)."""
+        found = self._memo.get(i)
+        if found is not None:
+            return found
         s = self.settings
         if s.redundancy_weight == 0.0:
             return 0.0, False
-        shared = float(self.shared[i]) / float(self.sizes[i])
+        shared = float(self.shared[i]) / self._sizes_of[i]
         near = (
             shared >= s.near_duplicate_overlap
             or float(self.max_cos[i]) >= s.near_duplicate_cosine
         )
-        return self._weighted_of[i] * (1.0 if near else shared), near
+        found = self._memo[i] = (
+            self._weighted_of[i] * (1.0 if near else shared),
+            near,
+        )
+        return found
 
     def utility_of(self, i: int) -> tuple[float, bool]:
         """``utilities()`` at ``i`` alone (``LazyScorer``): ``base -
@@ -1068,7 +1120,7 @@ class _Greedy:
         if not self._penalty_of(i)[1]:
             return None
         if self.max_cos[i] >= self.settings.near_duplicate_cosine:
-            return self.candidates[int(self.closest[i])].item_id
+            return self.candidates[self._closest_of(i)].item_id
         mine = self.candidates[i].shingles
         return max(
             (self.candidates[j] for j in self.selected),
@@ -1130,6 +1182,27 @@ class _Greedy:
 
 
 # --------------------------------------------------------------------- pack
+def _manifest_id(
+    request: dict[str, Any], selected: list[str], dropped: list[tuple[str, str]]
+) -> str:
+    """``content_hash(request, selected, dropped, prefix="ctx_")``, with the
+    canonical JSON written by orjson when it is installed (the serve extra):
+    for these values (strings, bools, None, 64-bit integers, lists and
+    string-keyed dicts; no floats) its compact, key-sorted UTF-8 is the
+    same text ``canonical_json`` writes (``tests/unit/evidence/
+    test_pack_fast_paths.py``), in ~3 us instead of ~40 us. Anything orjson
+    refuses (a larger integer, a lone surrogate) takes ``content_hash``."""
+    parts = [request, selected, dropped]
+    if _orjson is not None:
+        try:
+            text = _orjson.dumps(parts, option=_orjson.OPT_SORT_KEYS)
+        except TypeError:
+            pass
+        else:
+            return "ctx_" + hashlib.sha256(text).hexdigest()[:32]
+    return content_hash(*parts, prefix="ctx_")
+
+
 def manifest_data(
     wh: Warehouse,
     request: PackRequest,
@@ -1209,19 +1282,39 @@ def manifest_data(
     decided: list[int] = []
     penalties: list[float] = []
 
-    def cost(c: Candidate) -> int:
-        """Its tokens, plus what each join with a selected neighbour adds
-        (the blank line is one cl100k token, or none when it merges into the
-        text beside it; tokens never span the blank line, so pairs suffice)."""
+    # each candidate's neighbour rows in reading order (-1: none), as Python
+    # ints read once: ``cost`` asks for them ~125 times a pack
+    neighbours: list[tuple[int, int]] = []
+    if order is not None:
+        at_rows = np.array(
+            [-1 if c.row is None else c.row for c in candidates], dtype=np.int64
+        )
+        neighbours = list(
+            zip(
+                order["prev"][at_rows].tolist(),
+                order["next"][at_rows].tolist(),
+                strict=True,
+            )
+        )
+
+    def cost(i: int) -> int:
+        """Candidate ``i``'s tokens, plus what each join with a selected
+        neighbour adds (the blank line is one cl100k token, or none when it
+        merges into the text beside it; tokens never span the blank line,
+        so pairs suffice)."""
+        c = candidates[i]
         if order is None or c.row is None:
             return c.token_count
         extra = 0
-        for side in ("prev", "next"):
-            other = chosen_rows.get(int(order[side][c.row]))
-            if other is not None:
-                a, b = (other, c) if side == "prev" else (c, other)
-                joined = _joined_tokens(a.text, b.text)
-                extra += joined - a.token_count - b.token_count
+        before, after = neighbours[i]
+        other = chosen_rows.get(before)
+        if other is not None:
+            extra += _joined_tokens(other.text, c.text) - other.token_count
+            extra -= c.token_count
+        other = chosen_rows.get(after)
+        if other is not None:
+            extra += _joined_tokens(c.text, other.text) - c.token_count
+            extra -= other.token_count
         return c.token_count + extra
 
     def select(i: int, mandatory: bool) -> None:
@@ -1254,7 +1347,7 @@ def manifest_data(
         state,
         mandatory=[positions[m] for m in request.mandatory],
         min_relevance=settings.min_relevance,
-        cost=lambda i: cost(candidates[i]),
+        cost=cost,
         on_select=select,
         on_drop=drop,
         budget_detail=(
@@ -1304,12 +1397,11 @@ def manifest_data(
                     full=full,
                 )
             )
-    manifest_id = content_hash(
+    manifest_id = _manifest_id(
         # the decision, not the view: asking for dropped texts keeps the id
         request.model_dump(mode="json", exclude={"include_dropped_content"}),
         [i["item_id"] for i in selected],
         [(d["item_id"], d["reason"]) for d in dropped],
-        prefix="ctx_",
     )
     return {
         "manifest_id": manifest_id,

@@ -238,6 +238,17 @@ def _replay(body: bytes, receive, pending: dict | None = None):
 #: processes (``serve --workers``); queued requests wait their turn in order.
 REQUEST_THREADS = 1
 
+#: The cyclic garbage collector's thresholds while the app serves (restored
+#: when it stops). A /pack allocates a few thousand container objects that
+#: reference counting frees; at Python's default (a young collection every
+#: 700 net allocations) the server ran ~0.25 young collections a pack, each
+#: scanning the pack in flight: 0.14 ms of a ~3-4 ms pack (gc callbacks,
+#: one process, bench questions). Every 50,000 allocations, the same loop
+#: took 5% less CPU (3.88 vs 4.10 ms a pack, interleaved in one process).
+#: Cycles (~3 objects a pack) still go at the next young collection; the
+#: warm index is frozen out of every collection (``Context``'s warm-up).
+GC_THRESHOLD = (50_000, 20, 100)
+
 
 def create_app(
     context: Context,
@@ -259,12 +270,17 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
+        import gc
+
         from anyio import to_thread
 
         to_thread.current_default_thread_limiter().total_tokens = threads
+        previous = gc.get_threshold()
+        gc.set_threshold(*GC_THRESHOLD)
         try:
             yield
         finally:
+            gc.set_threshold(*previous)
             if close_context:
                 context.close()
 

@@ -159,3 +159,23 @@ def test_other_routes_and_methods_pass_through(clients):
     _same(fast.get("/pack", headers=AUTH), plain.get("/pack", headers=AUTH))
     _same(fast.get("/health"), plain.get("/health"))
     assert fast.get("/openapi.json").json() == plain.get("/openapi.json").json()
+
+
+def test_the_gc_threshold_is_the_servers_while_it_serves_and_restored_after(
+    tmp_path,
+):
+    """A young collection every 700 allocations scanned each pack in
+    flight; the app raises the threshold while it serves (``GC_THRESHOLD``)
+    and puts the process's own back when it stops (tests, embedders)."""
+    import gc
+
+    from ctxledger.serving.http import GC_THRESHOLD
+
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"tokens": []}))
+    before = gc.get_threshold()
+    assert before != GC_THRESHOLD
+    with TestClient(create_app(_Context(), Tokens.load(path))) as client:
+        assert gc.get_threshold() == GC_THRESHOLD
+        assert client.get("/health").status_code == 200
+    assert gc.get_threshold() == before

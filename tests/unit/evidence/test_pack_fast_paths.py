@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -155,6 +156,7 @@ def test_greedy_overlap_and_closest_match_sets(seed, n, pool, picks):
         assert state.shared.tolist() == shared
         assert state.max_cos.tolist() == best.tolist()
         assert state.closest.tolist() == closest.tolist()
+        assert [state._closest_of(j) for j in range(n)] == closest.tolist()
         # one candidate at a time (the lazy selection) = the arrays, exactly
         utility, near = state.utilities()
         penalty = state._now()[0]
@@ -247,3 +249,84 @@ def test_apply_sources_memo_matches_the_per_candidate_loop(seed, n, clearance, s
     assert [(c.item_id, r) for c, r in got[1]] == [(c.item_id, r) for c, r in want[1]]
     for a, b in zip(ours, theirs, strict=True):
         assert vars(a) == vars(b)
+
+
+_JSON_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",)), max_size=20
+)  # every code point but lone surrogates (UTF-8 cannot carry them either way)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    query=_JSON_TEXT,
+    groups=st.lists(_JSON_TEXT, max_size=3),
+    window=st.one_of(st.integers(1, 10**6), st.integers(2**63, 2**80)),
+    candidates=st.one_of(st.none(), st.integers(1, 500)),
+    flags=st.tuples(st.booleans(), st.booleans()),
+    selected=st.lists(_JSON_TEXT, max_size=4),
+    dropped=st.lists(st.tuples(_JSON_TEXT, _JSON_TEXT), max_size=4),
+)
+def test_manifest_id_is_the_content_hash_of_the_decision(
+    query, groups, window, candidates, flags, selected, dropped
+):
+    """``_manifest_id`` writes the canonical JSON with orjson; it must hash
+    the same text ``content_hash`` does (control characters, non-ASCII,
+    quotes and integers past 64 bits, which orjson refuses, included)."""
+    from datetime import UTC, datetime
+
+    from ctxledger.schemas import content_hash
+    from ctxledger.schemas.evidence import PackRequest
+    from ctxledger.serving.evidence_pack import _manifest_id
+
+    request = PackRequest(
+        tenant_id="t\u00e9",
+        principal_groups=groups,
+        query=query or "q",
+        window_tokens=window,
+        candidates=candidates,
+        include_memories=flags[0],
+        include_evidence=flags[1],
+        as_of=datetime(2026, 1, 2, 3, 4, 5, 6789, tzinfo=UTC),
+    ).model_dump(mode="json", exclude={"include_dropped_content"})
+    assert _manifest_id(request, selected, dropped) == content_hash(
+        request, selected, dropped, prefix="ctx_"
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 120),
+    picks=st.lists(st.integers(0, 6), min_size=1, max_size=12),
+)
+def test_scope_vectors_are_the_gathered_rows_and_stay_bounded(seed, n, picks):
+    """``scope_vectors`` keeps gathered scope vectors: each is exactly
+    ``vectors[rows]`` (the matrix the cosines are computed on, bit for bit),
+    read-only, and the kept bytes never pass ``SCOPE_VECTORS_BYTES``."""
+    import ctxledger.serving.evidence_index as evidence_index
+
+    index = _index(seed, n)
+    rng = np.random.default_rng(seed)
+    scopes = [
+        np.sort(rng.choice(n, size=rng.integers(1, n + 1), replace=False))
+        for _ in range(7)
+    ]
+    limit = 3 * n * 384 * 4 // 2  # room for a few, so old ones are evicted
+    query = rng.standard_normal(384).astype(np.float32)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(evidence_index, "SCOPE_VECTORS_BYTES", limit)
+        _gather_scopes(index, scopes, picks, query, limit)
+
+
+def _gather_scopes(index, scopes, picks, query, limit) -> None:
+    for pick in picks:
+        rows = scopes[pick]
+        got = index.scope_vectors(rows.copy())
+        assert np.array_equal(got, index.vectors[rows])
+        assert not got.flags.writeable
+        fresh = index.vectors[rows] @ query
+        assert np.array_equal((got @ query).view(np.int32), fresh.view(np.int32))
+        assert index._scope_bytes <= limit
+        assert index._scope_bytes == sum(
+            v.nbytes for v in index._scope_vectors.values()
+        )
