@@ -54,6 +54,10 @@ GROUP_TEXTS = 256
 #: Tool outputs waiting to be cut at most; beyond it ``submit`` drops them
 #: (the evidence stage embeds those itself).
 MAX_WAITING = 50_000
+#: Chunk texts one run's helper embeds at most: it holds their vectors until
+#: the evidence stage asks (200,000 x 384 floats: ~300 MB); a larger run's
+#: further texts are embedded by the evidence stage as before.
+MAX_TEXTS = 200_000
 #: Tool outputs a run hands over before the helper process starts: a small
 #: run (a test, the bundled sample, a stream's micro-batch) embeds its few
 #: texts in the evidence stage rather than start a process and load MiniLM
@@ -106,8 +110,10 @@ class EmbedAhead:
         stored: Stored | None = None,
         group_size: int = GROUP_TEXTS,
         key: Callable[[str, str], Key] = text_key,
+        max_texts: int = MAX_TEXTS,
     ):
         self._encode = encode
+        self._max_texts = max_texts
         self._cut = cut
         self._stored = stored
         self._group_size = max(1, group_size)
@@ -197,6 +203,8 @@ class EmbedAhead:
             chunks = []
         with self._state:
             for chunk in chunks:
+                if len(self._seen) >= self._max_texts:
+                    break
                 key = self._key(tenant_id, chunk)
                 if key not in self._seen:
                     self._seen.add(key)

@@ -114,6 +114,21 @@ def test_texts_the_warehouse_holds_are_not_embedded():
     assert stored.closed  # no read-only attach outlives the helper
 
 
+def test_the_helper_stops_taking_texts_at_its_cap():
+    """A huge run's vectors are not all held by the helper: past ``max_texts``
+    the evidence stage embeds the rest itself."""
+    model = _Model()
+    helper = EmbedAhead(model, _cut, group_size=100, max_texts=3)
+    try:
+        helper.submit("t1", "a\nb")
+        helper.submit("t1", "c\nd")
+        helper.submit("t1", "e")
+        done = helper.take_all()
+    finally:
+        helper.close()
+    assert sorted(done) == sorted(text_key("t1", t) for t in "abc")
+
+
 def test_a_failed_group_or_cut_is_left_to_the_evidence_stage():
     def cut(text):
         if text == "bad output":
