@@ -12,6 +12,7 @@ libraries print goes to stderr: stdout carries the frames only.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 
@@ -70,6 +71,9 @@ def serve(frames_in, frames_out) -> None:
 
 
 def main() -> None:
+    # Ctrl-C reaches the whole process group: the run stops this helper (or
+    # its stdin ends with the run), a traceback from here would only be noise
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     frames_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints of any library go to stderr
     sys.stdout = sys.stderr
