@@ -139,6 +139,43 @@ def lookup_connection(
     return _read_only(root, catalog, data_path)
 
 
+class StoredVectors:
+    """``lookup_embeddings`` for many batches on one read-only connection
+    (``lookup_connection``), opened on the first call; ``close`` lets it go
+    and a later call opens a new one. Its users (the evidence stage's
+    lookups, the embed-ahead helper) close it before the run's commit: a
+    held read-only attach of a local catalog would block it."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        model: str,
+        catalog: str | None = None,
+        data_path: str | None = None,
+    ):
+        self.root = root
+        self.model = model
+        self.catalog = catalog
+        self.data_path = data_path
+        self._con = None
+        self._opened = False
+
+    def __call__(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[float]]:
+        if not self._opened:
+            self._con = lookup_connection(self.root, self.catalog, self.data_path)
+            self._opened = True
+        if self._con is None:  # no warehouse yet: nothing stored
+            return {}
+        return lookup_embeddings(self.root, keys, self.model, con=self._con)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+        self._con, self._opened = None, False
+
+
 def has_stored_vectors(wh, model: str) -> bool:
     """Whether the warehouse (an open ``Warehouse``) holds any chunk vector
     embedded by ``model``: without one, no text of a run can reuse a vector

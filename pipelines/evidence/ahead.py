@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
@@ -78,10 +78,11 @@ Cut = Callable[[str], list[str]]
 
 
 class Stored(Protocol):
-    """Which keys the warehouse already holds a vector for; ``close`` lets go
-    of the warehouse."""
+    """The keys (of those asked) the warehouse already holds a vector for
+    (``warehouse.evidence_api.StoredVectors``); ``close`` lets go of the
+    warehouse."""
 
-    def __call__(self, keys: list[Key]) -> set[Key]: ...
+    def __call__(self, keys: list[Key]) -> Container[Key]: ...
 
     def close(self) -> None: ...
 
@@ -220,7 +221,7 @@ class EmbedAhead:
         kept: dict[Key, np.ndarray] = {}
         failed = 0
         try:
-            reused = self._stored([k for k, _ in group]) if self._stored else set()
+            reused = self._stored([k for k, _ in group]) if self._stored else ()
             todo = [(k, text) for k, text in group if k not in reused]
             if todo:
                 vectors = self._encode([text for _, text in todo], self._whole)
@@ -235,41 +236,6 @@ class EmbedAhead:
             self.failed += failed
             self._busy = False
             self._state.notify_all()
-
-
-class StoredVectors:
-    """``Stored`` over the run's warehouse: one read-only connection
-    (``warehouse.evidence_api.lookup_connection``), opened on the first group,
-    closed by ``close`` (before the run's commit, which a held attach of a
-    local catalog would block)."""
-
-    def __init__(
-        self, warehouse: str, catalog: str | None, data_path: str | None, model: str
-    ):
-        self.warehouse = warehouse
-        self.catalog = catalog
-        self.data_path = data_path
-        self.model = model
-        self._con = None
-        self._opened = False
-
-    def __call__(self, keys: list[Key]) -> set[Key]:
-        from ctxledger.warehouse.evidence_api import (  # noqa: PLC0415
-            lookup_connection,
-            lookup_embeddings,
-        )
-
-        if not self._opened:
-            self._con = lookup_connection(self.warehouse, self.catalog, self.data_path)
-            self._opened = True
-        if self._con is None:  # no warehouse yet: nothing stored
-            return set()
-        return set(lookup_embeddings(self.warehouse, keys, self.model, con=self._con))
-
-    def close(self) -> None:
-        if self._con is not None:
-            self._con.close()
-        self._con, self._opened = None, False
 
 
 # frames between the run and its helper process: a length, then a pickle

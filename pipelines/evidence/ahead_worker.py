@@ -18,13 +18,9 @@ import threading
 
 import numpy as np
 
-from ctxledger.pipelines.evidence.ahead import (
-    EmbedAhead,
-    StoredVectors,
-    read_frame,
-    write_frame,
-)
+from ctxledger.pipelines.evidence.ahead import EmbedAhead, read_frame, write_frame
 from ctxledger.schemas.evidence import EMBEDDING_DIM
+from ctxledger.warehouse.evidence_api import StoredVectors
 
 
 def serve(frames_in, frames_out) -> None:
@@ -47,7 +43,7 @@ def serve(frames_in, frames_out) -> None:
         lambda texts, whole: embedder.encode(texts, leave_core=lambda: not whole()),
         lambda text: artifact_chunk_texts(text, policy),
         stored=StoredVectors(
-            start["warehouse"], start["catalog"], start["data_path"], settings.model
+            start["warehouse"], settings.model, start["catalog"], start["data_path"]
         ),
     )
     try:

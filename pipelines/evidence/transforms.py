@@ -259,47 +259,30 @@ class LookupEmbeddingsFn(beam.DoFn):
         self.config = config
         self.model = model
         self.reused = Metrics.counter("evidence", "embeddings_reused")
-        self._con = None
-        self._opened = False
+        self._stored = None
 
-    def _connection(self):
-        """One read-only warehouse connection for all of this instance's
-        batches (attaching the catalog costs ~0.1-0.3 s), opened on the first
-        batch; None when there is no warehouse yet."""
-        if not self._opened:
-            from ctxledger.warehouse.evidence_api import lookup_connection
+    def setup(self):
+        from ctxledger.warehouse.evidence_api import StoredVectors
 
-            self._con = lookup_connection(
-                self.config.warehouse, self.config.catalog, self.config.data_path
-            )
-            self._opened = True
-        return self._con
-
-    def _close(self):
-        if self._con is not None:
-            self._con.close()
-        self._con, self._opened = None, False
+        # One read-only connection for all of this instance's batches
+        # (attaching the catalog costs ~0.1-0.3 s), opened on the first one.
+        config = self.config
+        self._stored = StoredVectors(
+            config.warehouse, self.model, config.catalog, config.data_path
+        )
 
     def finish_bundle(self):
         # Closed at the end of each bundle too, not only in ``teardown`` (which
         # Beam may call late or never): a held read-only attach of a DuckDB
         # catalog file would block the run's own commit.
-        self._close()
+        self._stored.close()
 
     def teardown(self):
-        self._close()
+        if self._stored is not None:
+            self._stored.close()
 
     def process(self, batch):
-        from ctxledger.warehouse.evidence_api import lookup_embeddings
-
-        con = self._connection()
-        known = (
-            lookup_embeddings(
-                self.config.warehouse, [key for key, _ in batch], self.model, con=con
-            )
-            if con is not None
-            else {}
-        )
+        known = self._stored([key for key, _ in batch])
         for key, drafts in batch:
             vector = known.get(key)
             if vector is None:
