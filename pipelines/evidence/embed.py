@@ -110,12 +110,12 @@ class Embedder:
         self,
         texts: Sequence[str],
         model: Any = None,
-        leave_core: bool | Callable[[], bool] = False,
+        leave_core: Callable[[], bool] | None = None,
     ) -> np.ndarray:
-        """Normalised float32 vectors, one row per text. ``leave_core``: each
-        pass leaves one core of the thread budget to other work (the
-        embed-ahead helper, ``pipelines.evidence.ahead``, while the run's
-        stages go on); a callable is asked before each pass."""
+        """Normalised float32 vectors, one row per text. ``leave_core``, asked
+        before each forward pass: whether the pass leaves one core of the
+        thread budget to other work (the embed-ahead helper,
+        ``pipelines.evidence.ahead``, while the run's stages go on)."""
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         from ctxledger.pipelines.models import encode_by_token_budget  # noqa: PLC0415
@@ -130,10 +130,9 @@ class Embedder:
         # one length class per forward pass, by word-piece budget
         # (``models.token_batches``), the texts tokenized once
         cap = {}
-        if leave_core:
+        if leave_core is not None:
             spare = max(1, model.thread_budget - 1)
-            asks = callable(leave_core)
-            cap["threads"] = (lambda: spare if leave_core() else 0) if asks else spare
+            cap["threads"] = lambda: spare if leave_core() else 0
         vectors = model.encode(
             texts, batch_size=size, bf16=self.precision == "bf16", **cap
         )
