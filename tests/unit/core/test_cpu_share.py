@@ -65,7 +65,10 @@ def test_running_elsewhere_sees_a_busy_process():
     assert max(seen) >= 1  # the spinning child is another process's thread
 
 
-def test_each_pass_sizes_torchs_pool_to_the_idle_cores(monkeypatch):
+@pytest.fixture
+def spied_minilm(monkeypatch):
+    """MiniLM with a thread budget of 2 and the torch threads each forward
+    pass ran on (``used``); torch's pool restored afterwards."""
     torch = pytest.importorskip("torch")
     from ctxledger.pipelines.evidence.embed import model_path
     from ctxledger.pipelines.minilm import MiniLM
@@ -81,46 +84,36 @@ def test_each_pass_sizes_torchs_pool_to_the_idle_cores(monkeypatch):
         return forward(ids, bf16)
 
     monkeypatch.setattr(model, "forward", spy)
-    monkeypatch.setattr(cpu_share, "available_cores", lambda: 2)
-    texts = ["The deploy failed on node 3.", "Roll back the config push."]
     try:
-        monkeypatch.setattr(cpu_share, "running_elsewhere", lambda: 1)
-        busy = model.encode(texts, budget=16)  # one text per pass
-        monkeypatch.setattr(cpu_share, "running_elsewhere", lambda: 0)
-        quiet = model.encode(texts, budget=16)
+        yield model, used
     finally:
         torch.set_num_threads(before)
+
+
+def test_each_pass_sizes_torchs_pool_to_the_idle_cores(spied_minilm, monkeypatch):
+    model, used = spied_minilm
+    monkeypatch.setattr(cpu_share, "available_cores", lambda: 2)
+    texts = ["The deploy failed on node 3.", "Roll back the config push."]
+    monkeypatch.setattr(cpu_share, "running_elsewhere", lambda: 1)
+    busy = model.encode(texts, budget=16)  # one text per pass
+    monkeypatch.setattr(cpu_share, "running_elsewhere", lambda: 0)
+    quiet = model.encode(texts, budget=16)
     assert used == [1, 1, 2, 2]
     assert (busy * quiet).sum(axis=1).min() > 0.99999  # same vectors either way
 
 
-def test_a_pass_cap_asked_before_each_pass_changes_threads_not_vectors(monkeypatch):
+def test_a_pass_cap_asked_before_each_pass_changes_threads_not_vectors(
+    spied_minilm, monkeypatch
+):
     """The embed-ahead helper leaves a core to the run's stages until the
     evidence stage waits for it: its cap is asked before every pass, and the
     vectors do not depend on it (bit-identical in bf16 on this machine's
     CPU; in fp32 the sums split differently across threads: ~1e-7)."""
-    torch = pytest.importorskip("torch")
-    from ctxledger.pipelines.evidence.embed import model_path
-    from ctxledger.pipelines.minilm import MiniLM
-
-    before = torch.get_num_threads()
-    model = MiniLM(model_path("all-MiniLM-L6-v2"))
-    model.thread_budget = 2
-    used: list[int] = []
-    forward = model.forward
-
-    def spy(ids, bf16=False):
-        used.append(torch.get_num_threads())
-        return forward(ids, bf16)
-
-    monkeypatch.setattr(model, "forward", spy)
+    model, used = spied_minilm
     monkeypatch.setattr(cpu_share, "running_elsewhere", lambda: 0)
     caps = iter([1, 0, 1])
     texts = ["The deploy failed on node 3.", "Roll back the config push.", "Paged."]
-    try:
-        mixed = model.encode(texts, budget=16, threads=lambda: next(caps))
-        whole = model.encode(texts, budget=16)
-    finally:
-        torch.set_num_threads(before)
+    mixed = model.encode(texts, budget=16, threads=lambda: next(caps))
+    whole = model.encode(texts, budget=16)
     assert used == [1, 2, 1, 2, 2, 2]
     assert (mixed * whole).sum(axis=1).min() > 0.99999

@@ -53,6 +53,16 @@ class _Model:
         return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
 
 
+def _taken(helper: EmbedAhead, outputs) -> dict:
+    """Hand ``(tenant, text)`` outputs to ``helper``, take every vector, close it."""
+    try:
+        for tenant, text in outputs:
+            helper.submit(tenant, text)
+        return helper.take_all()
+    finally:
+        helper.close()
+
+
 def _outputs(n: int) -> list[tuple[str, str]]:
     return [("t1", f"line {i} a\nline {i} b") for i in range(n)]
 
@@ -79,13 +89,7 @@ def test_groups_follow_the_submission_order_whatever_the_timing(pause):
 def test_a_text_is_embedded_once_per_tenant_and_never_across_tenants():
     model = _Model()
     helper = EmbedAhead(model, _cut, group_size=100)
-    try:
-        helper.submit("t1", "same\nother")
-        helper.submit("t1", "same")
-        helper.submit("t2", "same")
-        done = helper.take_all()
-    finally:
-        helper.close()
+    done = _taken(helper, [("t1", "same\nother"), ("t1", "same"), ("t2", "same")])
     assert sorted(done) == sorted(
         [text_key("t1", "same"), text_key("t1", "other"), text_key("t2", "same")]
     )
@@ -104,11 +108,7 @@ def test_texts_the_warehouse_holds_are_not_embedded():
 
     model, stored = _Model(), Stored()
     helper = EmbedAhead(model, _cut, stored=stored, group_size=100)
-    try:
-        helper.submit("t1", "known\nnew")
-        done = helper.take_all()
-    finally:
-        helper.close()
+    done = _taken(helper, [("t1", "known\nnew")])
     assert model.calls == [(("new",), True)]
     assert list(done) == [text_key("t1", "new")]
     assert stored.closed  # no read-only attach outlives the helper
@@ -119,13 +119,7 @@ def test_the_helper_stops_taking_texts_at_its_cap():
     the evidence stage embeds the rest itself."""
     model = _Model()
     helper = EmbedAhead(model, _cut, group_size=100, max_texts=3)
-    try:
-        helper.submit("t1", "a\nb")
-        helper.submit("t1", "c\nd")
-        helper.submit("t1", "e")
-        done = helper.take_all()
-    finally:
-        helper.close()
+    done = _taken(helper, [("t1", "a\nb"), ("t1", "c\nd"), ("t1", "e")])
     assert sorted(done) == sorted(text_key("t1", t) for t in "abc")
 
 
@@ -137,12 +131,8 @@ def test_a_failed_group_or_cut_is_left_to_the_evidence_stage():
 
     model = _Model(fail_on="poison")
     helper = EmbedAhead(model, cut, group_size=2)
-    try:
-        for text in ["a\nb", "poison\nc", "bad output", "d"]:
-            helper.submit("t1", text)
-        done = helper.take_all()
-    finally:
-        helper.close()
+    texts = ["a\nb", "poison\nc", "bad output", "d"]
+    done = _taken(helper, [("t1", text) for text in texts])
     assert sorted(k[1] for k in done) == sorted(
         text_key("t1", t)[1] for t in ["a", "b", "d"]
     )
