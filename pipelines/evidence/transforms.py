@@ -95,13 +95,8 @@ class EmbedTextsFn(beam.DoFn):
         batch = list(batch)
         ahead = self._ahead_vectors(batch)
         if ahead:
-            model = self.settings.model
-            for i, (drafts, _text) in enumerate(batch):
-                if i in ahead:
-                    self.embedded.inc()
-                    self.embedded_ahead.inc()
-                    for draft in drafts:
-                        yield draft.complete(ahead[i], model, reused=False)
+            self.embedded_ahead.inc(len(ahead))
+            yield from self._chunks([batch[i] for i in ahead], list(ahead.values()))
             batch = [element for i, element in enumerate(batch) if i not in ahead]
             if not batch:
                 return
@@ -120,7 +115,10 @@ class EmbedTextsFn(beam.DoFn):
 
     def _completed(self, batch):
         """The batch's chunks with their vectors (a list: all or nothing)."""
-        vectors = self.embedder.encode([text for _drafts, text in batch])
+        return self._chunks(batch, self.embedder.encode([t for _d, t in batch]))
+
+    def _chunks(self, batch, vectors) -> list[EvidenceChunk]:
+        """The drafts of each ``(drafts, text)`` completed with its vector."""
         model = self.settings.model
         out = []
         for (drafts, _text), vector in zip(batch, vectors, strict=True):
