@@ -148,15 +148,33 @@ class MiniLM:
         """
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        for rows, ids in self.plan(texts, batch_size, budget):
+            cap = threads() if callable(threads) else threads
+            out[rows] = self.forward_pass(ids, bf16, cap)
+        return out
+
+    def plan(
+        self, texts: Sequence[str], batch_size: int = 64, budget: int = 0
+    ) -> list[tuple[list[int], list[list[int]]]]:
+        """The forward passes ``encode`` makes of ``texts``: per pass, the
+        positions of its texts and their word-piece ids. A pass's vectors
+        depend only on its ids (``forward_pass``), so another process given
+        the same ids computes the same vectors (the embed-ahead helper lends
+        passes to the run: ``pipelines.evidence.ahead``)."""
         ids = self.tokenizer.ids(texts)
         groups = token_batches(
             [len(row) for row in ids], budget or TOKEN_BUDGET, batch_size
         )
-        out = np.empty((len(ids), DIM), dtype=np.float32)
-        for group in groups:
-            self._share_cores(threads() if callable(threads) else threads)
-            out[group] = self.forward([ids[i] for i in group], bf16)
-        return out
+        return [(group, [ids[i] for i in group]) for group in groups]
+
+    def forward_pass(
+        self, ids: Sequence[Sequence[int]], bf16: bool = False, threads: int = 0
+    ) -> np.ndarray:
+        """One pass of ``plan`` with at most ``threads`` threads (0: the
+        budget; either way fewer when other processes hold cores)."""
+        self._share_cores(threads)
+        return self.forward(ids, bf16)
 
     def _share_cores(self, cap: int = 0) -> None:
         """Size torch's pool for the next pass to the cores other processes

@@ -192,6 +192,14 @@ def sentence_model(path: str, threads: int = 0, backend: str = "torch") -> Any:
         return model
 
 
+def loaded_model(path: str) -> Any | None:
+    """The torch sentence model at ``path`` if this process loaded it already
+    (``sentence_model``), else None: a caller that only helps out when the
+    model costs no load asks this first."""
+    with _LOCK:
+        return _MODELS.get(path)
+
+
 def _onnx_model(path: str, threads: int, backend: str) -> Any:
     if backend != "onnx-int8":
         raise ValueError(f"unknown embedding backend {backend!r}")

@@ -13,16 +13,19 @@ So where every stage runs in this process (``pipelines.models.shares_process``)
 and the policy embeds inline, the redact stage hands each redacted tool
 output to a helper process (``submit``; ``ahead_worker``), which loads MiniLM
 (on the idle core, while the run starts), cuts the outputs into their chunk
-texts and embeds them with one torch thread while the stages run; when the
-evidence stage asks (``take``), the helper finishes the rest with every
-thread and sends all vectors back at once. Whatever it did not embed (a
-text of a document, a helper that failed) the evidence stage embeds as
-before. A process, not a thread: a thread's torch calls wait for the GIL
+texts and embeds them with one torch thread while the stages run. When the
+evidence stage asks (``take``), the run borrows the passes nobody started
+(``EmbedAhead.lend``) and embeds them on its own core while the helper
+finishes its own, then the helper sends all its vectors back at once.
+Whatever neither embedded (a text of a document, a helper that failed) the
+evidence stage embeds as before. A process, not a thread: a thread's torch calls wait for the GIL
 that the stages hold (measured: no gain at all, 29.8 s against 26.5 s).
 
-Same vectors on every run: the helper embeds the texts in fixed groups of
-``GROUP_TEXTS`` in the order they were submitted (the redact stage's order,
-fixed in one process), whatever the timing. Keys are the evidence stage's
+Same vectors on every run: the helper embeds the texts in fixed groups
+(``FIRST_GROUP`` doubling up to ``GROUP_TEXTS``) in the order they were
+submitted (the redact stage's order, fixed in one process), and a pass's
+vectors depend only on its word pieces, whatever the timing and whichever
+process runs it. Keys are the evidence stage's
 ``(tenant, content hash)``: nothing crosses tenants. A text whose vector the
 warehouse holds already is not embedded (the evidence stage reuses it). The
 helper only ever sees redacted text, over a pipe to its own child process,
@@ -40,7 +43,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
@@ -48,9 +51,12 @@ import numpy as np
 
 LOG = logging.getLogger(__name__)
 
-#: Texts per forward-pass call of the helper: sorted into passes of one length
-#: class within a call, so not too few; the first call waits for this many.
+#: Texts of a group the helper plans into forward passes: sorted into passes
+#: of one length class within a group, so not too few.
 GROUP_TEXTS = 256
+#: Texts of the first group (each next one twice as many, up to
+#: ``GROUP_TEXTS``).
+FIRST_GROUP = 32
 #: Tool outputs waiting to be cut at most; beyond it ``submit`` drops them
 #: (the evidence stage embeds those itself).
 MAX_WAITING = 50_000
@@ -69,12 +75,22 @@ START_AFTER = 64
 START_BYTES = 2_000_000
 
 Key = tuple[str, str]
-#: ``(texts, whole) -> vectors``: ``whole()``, asked before each forward
-#: pass, says whether the pass may use the whole thread budget (the evidence
-#: stage waits for the vectors), else it leaves a core to the run's stages.
-Encode = Callable[[Sequence[str], Callable[[], bool]], np.ndarray]
+#: ``(work, whole) -> vectors`` of one forward pass (``Plan``): ``whole()``,
+#: asked before the pass, says whether it may use the whole thread budget
+#: (the evidence stage waits for the vectors), else it leaves a core to the
+#: run's stages or to the run embedding lent passes.
+Run = Callable[[Any, Callable[[], bool]], np.ndarray]
+#: Texts -> the forward passes one model call makes of them: per pass, its
+#: texts' positions and the work ``Run`` takes (``MiniLM.plan``: word-piece
+#: ids; by default the group is one pass and the work its texts).
+Plan = Callable[[list[str]], list[tuple[list[int], Any]]]
 #: A tool output's redacted text -> the chunk texts the evidence stage keeps.
 Cut = Callable[[str], list[str]]
+
+
+def one_pass(texts: list[str]) -> list[tuple[list[int], Any]]:
+    """A group as one pass whose work is its texts (``Plan``'s default)."""
+    return [(list(range(len(texts))), texts)]
 
 
 class Stored(Protocol):
@@ -98,37 +114,54 @@ class EmbedAhead:
     """Chunk texts of submitted tool outputs, embedded on a worker thread (the
     helper process runs one: its main thread reads the pipe meanwhile).
 
-    ``encode`` embeds (``Encode``); ``cut(text)`` gives a tool output's chunk
-    texts; ``stored`` (optional) says which keys the warehouse holds already;
-    ``key`` maps (tenant, chunk text) to the evidence stage's key.
+    ``run`` embeds one forward pass (``Run``) of those ``plan`` makes of each
+    group (``Plan``); ``cut(text)`` gives a tool output's chunk texts;
+    ``stored`` (optional) says which keys the warehouse holds already; ``key``
+    maps (tenant, chunk text) to the evidence stage's key.
+
+    Work flows: submitted outputs are cut (first, so the groups fill), cut
+    texts form groups of ``group_size`` in submission order, each group's
+    texts not stored yet are planned into passes, and the worker runs the
+    passes from the front. ``lend`` hands the last pass not started to the
+    run (which embeds it on its own core: two processes on one thread each
+    outrun one process on two threads, whose small matrix products scale
+    poorly); ``take_all`` waits for the rest.
     """
 
     def __init__(
         self,
-        encode: Encode,
+        run: Run,
         cut: Cut,
         *,
+        plan: Plan = one_pass,
         stored: Stored | None = None,
         group_size: int = GROUP_TEXTS,
         key: Callable[[str, str], Key] = text_key,
         max_texts: int = MAX_TEXTS,
     ):
-        self._encode = encode
+        self._run = run
+        self._plan = plan
         self._max_texts = max_texts
         self._cut = cut
         self._stored = stored
         self._group_size = max(1, group_size)
+        self._groups = 0  # groups planned so far
         self._key = key
         self._state = threading.Condition()
         self._waiting: deque[tuple[str, str]] = deque()  # submitted outputs
-        self._queued: list[tuple[Key, str]] = []  # cut, not yet embedded
-        self._busy = False  # a group is being embedded
+        self._queued: list[tuple[Key, str]] = []  # cut, not in a group yet
+        self._passes: deque[tuple[list[Key], Any]] = deque()  # planned
+        self._busy = False  # a pass is being embedded
+        self._cutting = False  # an output is being cut
         self._seen: set[Key] = set()
         self._done: dict[Key, np.ndarray] = {}
-        self._flush = False  # the last short group too, with every thread
+        self._flush = False  # the last short group too
+        self._whole = False  # the vectors are asked for: every thread
         self._closed = False
         self.embedded = 0
         self.failed = 0
+        #: texts of the passes lent to the run
+        self.lent = 0
         self._thread = threading.Thread(
             target=self._work, name="ctxledger-embed-ahead", daemon=True
         )
@@ -143,23 +176,50 @@ class EmbedAhead:
             self._waiting.append((tenant_id, text))
             self._state.notify_all()
 
+    def lend(self) -> tuple[list[Key], Any] | None:
+        """The last pass nobody started, as (its keys, its work), for the run
+        to embed itself; None when none is left. Every output is cut and
+        every group planned first, so the groups are those of a run that
+        lends nothing: a pass's vectors are the same whoever embeds it."""
+        with self._state:
+            self._flush = True
+            self._state.notify_all()
+            while not self._closed and (self._waiting or self._cutting):
+                self._state.wait()
+            if self._closed:
+                return None
+            while self._queued:
+                self._plan_group()
+            if not self._passes:
+                return None
+            keys, work = self._passes.pop()
+            self.lent += len(keys)
+            return keys, work
+
     def take_all(self) -> dict[Key, np.ndarray]:
         """Every vector, once all submitted outputs are cut and embedded (the
         rest with the whole thread budget); the helper forgets them."""
         with self._state:
-            self._flush = True
+            self._flush = self._whole = True
             self._state.notify_all()
-            while not self._closed and (self._waiting or self._queued or self._busy):
+            while not self._closed and (
+                self._waiting
+                or self._cutting
+                or self._queued
+                or self._passes
+                or self._busy
+            ):
                 self._state.wait()
             done, self._done = self._done, {}
             return done
 
     def close(self) -> None:
-        """Stop the worker thread (after its call) and drop what nobody took."""
+        """Stop the worker thread (after its pass) and drop what nobody took."""
         with self._state:
             self._closed = True
             self._waiting.clear()
             self._queued.clear()
+            self._passes.clear()
             self._state.notify_all()
         self._thread.join(timeout=60)
         with self._state:
@@ -176,25 +236,54 @@ class EmbedAhead:
                     self._state.wait()
                 if self._closed:
                     return
+                output = step = None
                 if self._waiting:
-                    tenant_id, text = self._waiting.popleft()
-                    group = None
-                else:
-                    group = self._queued[: self._group_size]
-                    del self._queued[: self._group_size]
+                    output = self._waiting.popleft()
+                    self._cutting = True
+                elif self._passes:
+                    step = self._passes.popleft()
                     self._busy = True
-            if group is None:
-                self._cut_output(tenant_id, text)
+                else:
+                    self._plan_group()
+                    continue
+            if output is not None:
+                self._cut_output(*output)
             else:
-                self._embed(group)
+                self._embed(*step)
 
     def _ready(self) -> bool:
-        """Work to do: an output to cut, a full group, or (flushed) any group."""
-        if self._waiting:
+        """Work to do: an output to cut, a pass, a full group, or (flushed)
+        any group."""
+        if self._waiting or self._passes:
             return True
-        return len(self._queued) >= self._group_size or (
+        return len(self._queued) >= self._next_size() or (
             self._flush and bool(self._queued)
         )
+
+    def _next_size(self) -> int:
+        """Texts of the next group: ``FIRST_GROUP`` doubling up to the group
+        size, so the first pass starts soon after the first outputs while
+        later groups are large enough to sort by length (a fixed sequence:
+        the same groups whatever the timing)."""
+        return min(self._group_size, FIRST_GROUP << min(self._groups, 16))
+
+    def _plan_group(self) -> None:
+        """The next group of queued texts into passes (lock held: tokenizing
+        a group takes milliseconds, and ``lend`` must see every pass)."""
+        size = self._next_size()
+        group = self._queued[:size]
+        del self._queued[:size]
+        self._groups += 1
+        try:
+            reused = self._stored([k for k, _ in group]) if self._stored else ()
+            todo = [(k, text) for k, text in group if k not in reused]
+            passes = self._plan([text for _, text in todo]) if todo else []
+        except Exception:  # noqa: BLE001 - the evidence stage embeds them
+            LOG.debug("embed ahead: a group could not be planned", exc_info=True)
+            self.failed += len(group)
+            return
+        for positions, work in passes:
+            self._passes.append(([todo[i][0] for i in positions], work))
 
     def _cut_output(self, tenant_id: str, text: str) -> None:
         try:
@@ -210,25 +299,23 @@ class EmbedAhead:
                 if key not in self._seen:
                     self._seen.add(key)
                     self._queued.append((key, chunk))
+            self._cutting = False
             self._state.notify_all()
 
-    def _whole(self) -> bool:
+    def _whole_budget(self) -> bool:
         """Whether a pass may take every thread: the vectors are asked for
         (a flag read without the lock: a pass either way is correct)."""
-        return self._flush
+        return self._whole
 
-    def _embed(self, group: list[tuple[Key, str]]) -> None:
+    def _embed(self, keys: list[Key], work: Any) -> None:
         kept: dict[Key, np.ndarray] = {}
         failed = 0
         try:
-            reused = self._stored([k for k, _ in group]) if self._stored else ()
-            todo = [(k, text) for k, text in group if k not in reused]
-            if todo:
-                vectors = self._encode([text for _, text in todo], self._whole)
-                kept = {key: vectors[i] for i, (key, _) in enumerate(todo)}
+            vectors = self._run(work, self._whole_budget)
+            kept = {key: vectors[i] for i, key in enumerate(keys)}
         except Exception:  # noqa: BLE001 - the evidence stage embeds them again
-            LOG.debug("embed ahead: a group failed", exc_info=True)
-            failed = len(group)
+            LOG.debug("embed ahead: a pass failed", exc_info=True)
+            failed = len(keys)
         with self._state:
             if not self._closed:
                 self._done.update(kept)
@@ -280,6 +367,8 @@ class AheadProcess:
         self._start_after = START_AFTER if start_after is None else start_after
         #: vectors the helper sent back (0 until the first ``take``)
         self.received = 0
+        #: vectors of passes the helper lent and this process embedded
+        self.lent = 0
         self._held: list[tuple[str, str, str]] = []
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._vectors: dict[Key, np.ndarray] | None = None
@@ -331,29 +420,57 @@ class AheadProcess:
             self._outbox.put(message)
         self._held = []
 
-    def take(self, key: Key) -> np.ndarray | None:
-        """The vector of the chunk text under ``key``, or None."""
+    def take(
+        self, key: Key, embed_pass: Callable[[Any], np.ndarray] | None = None
+    ) -> np.ndarray | None:
+        """The vector of the chunk text under ``key``, or None. The first call
+        collects them all: with ``embed_pass`` (the run's model, already
+        loaded) the run embeds passes the helper lends it meanwhile."""
         with self._lock:
             if self._vectors is None:
-                self._vectors = self._collect()
+                self._vectors = self._collect(embed_pass)
             return self._vectors.pop(key, None)
 
-    def _collect(self) -> dict[Key, np.ndarray]:
+    def _collect(self, embed_pass) -> dict[Key, np.ndarray]:
         self._held = []
         if self._proc is None:  # never started: a small run
             return {}
-        self._outbox.put(("flush",))
+        vectors: dict[Key, np.ndarray] = {}
         try:
+            if embed_pass is not None:
+                self._embed_lent(embed_pass, vectors)
+            self._outbox.put(("flush",))
             message = read_frame(self._proc.stdout)
         except Exception:  # noqa: BLE001 - the stage embeds them itself
             LOG.warning("embed ahead: the helper's answer could not be read")
-            return {}
+            return vectors
         if not (isinstance(message, tuple) and message[:1] == ("vectors",)):
             LOG.warning("embed ahead: the helper ended without vectors")
-            return {}
+            return vectors
         _, keys, matrix = message
         self.received = len(keys)
-        return {tuple(key): matrix[i] for i, key in enumerate(keys)}
+        vectors.update((tuple(key), matrix[i]) for i, key in enumerate(keys))
+        return vectors
+
+    def _embed_lent(self, embed_pass, vectors: dict[Key, np.ndarray]) -> None:
+        """Embed passes the helper lends, the last first, until none is left
+        (its own pass goes on meanwhile); a pass that fails here is left to
+        the evidence stage."""
+        while True:
+            self._outbox.put(("lend",))
+            message = read_frame(self._proc.stdout)
+            if not (isinstance(message, tuple) and message[:1] == ("pass",)):
+                raise ValueError("embed ahead: expected a lent pass")
+            _, keys, work = message
+            if not keys:
+                return
+            try:
+                rows = embed_pass(work)
+            except Exception:  # noqa: BLE001 - the stage embeds these itself
+                LOG.warning("embed ahead: a lent pass failed", exc_info=True)
+                return
+            self.lent += len(keys)
+            vectors.update((tuple(key), rows[i]) for i, key in enumerate(keys))
 
     def _write(self) -> None:
         stdin = self._proc.stdin

@@ -3,10 +3,12 @@ ctxledger.pipelines.evidence.ahead_worker``; see ``pipelines.evidence.ahead``).
 
 It reads frames on stdin: ``("start", {...})`` first (the policy and the
 warehouse), then ``("output", tenant, text)`` per redacted tool output,
-``("flush",)`` when the evidence stage wants the vectors (answered with one
-``("vectors", keys, matrix)`` frame on stdout), and ``("stop",)`` or the end
-of stdin. No Beam here; MiniLM loads with the first group. Anything the
-libraries print goes to stderr: stdout carries the frames only.
+``("lend",)`` when the evidence stage would embed a pass itself (answered
+with ``("pass", keys, work)``, the keys empty when none is left),
+``("flush",)`` when it wants the vectors (answered with one ``("vectors",
+keys, matrix)`` frame on stdout), and ``("stop",)`` or the end of stdin.
+No Beam here; MiniLM loads with the first group. Anything the libraries
+print goes to stderr: stdout carries the frames only.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ def serve(frames_in, frames_out) -> None:
     # are read and cut at once
     threading.Thread(target=embedder.load, name="load-minilm", daemon=True).start()
     helper = EmbedAhead(
-        lambda texts, whole: embedder.encode(texts, leave_core=lambda: not whole()),
+        lambda work, whole: embedder.run_pass(work, leave_core=not whole()),
         lambda text: artifact_chunk_texts(text, policy),
+        plan=embedder.plan,
         stored=StoredVectors(
             start["warehouse"], settings.model, start["catalog"], start["data_path"]
         ),
@@ -53,6 +56,9 @@ def serve(frames_in, frames_out) -> None:
                 return
             if message[0] == "output":
                 helper.submit(message[1], message[2])
+            elif message[0] == "lend":
+                lent = helper.lend()
+                write_frame(frames_out, ("pass", *(lent or ([], None))))
             elif message[0] == "flush":
                 done = helper.take_all()
                 keys = list(done)

@@ -138,6 +138,29 @@ class Embedder:
         )
         return _checked(np.asarray(vectors, dtype=np.float32))
 
+    def plan(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        """The forward passes ``encode`` makes of ``texts`` (torch backend):
+        per pass, its texts' positions and the work ``run_pass`` takes."""
+        return self.load().plan(texts, self.settings.max_batch_size)
+
+    def run_pass(self, work: Any, leave_core: bool = False) -> np.ndarray:
+        """One pass of ``plan`` (its vectors in the pass's order), on one
+        thread less than the budget when ``leave_core``."""
+        model = self.load()
+        cap = max(1, model.thread_budget - 1) if leave_core else 0
+        return _checked(model.forward_pass(work, self.precision == "bf16", cap))
+
+    def at_hand(self) -> bool:
+        """Whether the model is loaded in this process (by this embedder or
+        another user of the shared model), so a pass costs no load."""
+        if self.backend != "torch":
+            return False
+        from ctxledger.pipelines.models import loaded_model  # noqa: PLC0415
+
+        return self._model is not None or (
+            loaded_model(model_path(self.settings.model)) is not None
+        )
+
     @property
     def backend(self) -> str:
         """``torch`` or ``onnx-int8`` (``EmbeddingSettings.backend``)."""

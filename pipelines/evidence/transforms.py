@@ -136,9 +136,16 @@ class EmbedTextsFn(beam.DoFn):
         helper = current_ahead(self.config.run_id)
         if helper is None:
             return {}
+        # the run's own core embeds passes the helper lends it, when the
+        # model is loaded here already (the memory stage's): no second load
+        lend = (
+            (lambda work: self.embedder.run_pass(work, leave_core=True))
+            if self.embedder.at_hand()
+            else None
+        )
         out = {}
         for i, (drafts, _text) in enumerate(batch):
-            vector = helper.take(drafts[0].embed_key)
+            vector = helper.take(drafts[0].embed_key, lend)
             if vector is not None:
                 out[i] = vector
         return out

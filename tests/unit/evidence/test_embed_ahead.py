@@ -163,6 +163,98 @@ def test_take_all_waits_for_the_pass_in_flight():
     assert list(result) == [text_key("t1", "x")]
 
 
+def _pairs(texts):
+    """A plan of passes of two texts (the work: their texts)."""
+    return [
+        (list(range(i, min(i + 2, len(texts)))), texts[i : i + 2])
+        for i in range(0, len(texts), 2)
+    ]
+
+
+def test_lent_passes_are_the_last_ones_of_the_same_groups():
+    """While the helper is on its first pass, the run borrows every other
+    pass, the last first; the groups and passes are those of a run that
+    lends nothing, so each text has the same vector whoever embeds it."""
+    alone = _Model()
+    _taken(EmbedAhead(alone, _cut, plan=_pairs, group_size=4), _outputs(5))
+    started, release = threading.Event(), threading.Event()
+    calls = []
+
+    def run(work, whole):
+        calls.append((tuple(work), whole()))
+        started.set()
+        release.wait(5)
+        return np.array([[float(len(t)), 1.0] for t in work], dtype=np.float32)
+
+    helper = EmbedAhead(run, _cut, plan=_pairs, group_size=4)
+    try:
+        for tenant, text in _outputs(5):
+            helper.submit(tenant, text)
+        assert started.wait(5)
+        lent = []
+        while (one := helper.lend()) is not None:
+            lent.append(one)
+        release.set()
+        done = helper.take_all()
+    finally:
+        helper.close()
+    texts = [f"line {i} {s}" for i in range(5) for s in "ab"]
+    # groups of 4, 4 and 2 texts, in passes of two: the helper ran the first
+    assert calls == [(tuple(texts[:2]), False)]
+    assert [tuple(work) for _keys, work in lent] == [
+        tuple(texts[i : i + 2]) for i in (8, 6, 4, 2)
+    ]
+    assert [call for call, _ in alone.calls] == [
+        tuple(texts[i : i + 2]) for i in range(0, 10, 2)
+    ]
+    assert lent[0][0] == [text_key("t1", t) for t in texts[8:]]
+    assert sorted(done) == sorted(text_key("t1", t) for t in texts[:2])
+    assert helper.lent == 8 and helper.embedded == 2
+
+
+def test_lend_waits_for_the_output_being_cut():
+    """An output still being cut belongs in the last group: lending before
+    it is cut would split the groups differently from run to run."""
+    cutting, go = threading.Event(), threading.Event()
+
+    def cut(text):
+        if text.startswith("late"):
+            cutting.set()
+            go.wait(5)
+        return _cut(text)
+
+    model = _Model()
+    helper = EmbedAhead(model, cut, group_size=100)
+    got: list = []
+    try:
+        helper.submit("t1", "x")
+        helper.submit("t1", "late a\nlate b")
+        assert cutting.wait(5)
+        lender = threading.Thread(target=lambda: got.append(helper.lend()))
+        lender.start()
+        time.sleep(0.05)
+        assert lender.is_alive()  # waits for the cut
+        go.set()
+        lender.join(5)
+        helper.take_all()
+    finally:
+        helper.close()
+    # one group, one pass, whoever embedded it (the helper may have started
+    # it before the lender woke)
+    passes = [call for call, _ in model.calls] + [tuple(g[1]) for g in got if g]
+    assert passes == [("x", "late a", "late b")]
+
+
+def test_first_groups_grow_to_the_group_size(monkeypatch):
+    """The first pass starts after a few outputs, later groups are large;
+    the sizes are fixed, not timed."""
+    monkeypatch.setattr(ahead_mod, "FIRST_GROUP", 2)
+    model = _Model()
+    done = _taken(EmbedAhead(model, _cut, group_size=8), _outputs(13))
+    assert [len(call) for call, _ in model.calls] == [2, 4, 8, 8, 4]
+    assert len(done) == 26
+
+
 def test_frames_round_trip_and_end_cleanly():
     stream = io.BytesIO()
     matrix = np.arange(6, dtype=np.float32).reshape(3, 2)
@@ -233,10 +325,15 @@ def test_a_helper_that_dies_leaves_every_text_to_the_stage(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_helper_process_embeds_what_the_evidence_stage_would(tmp_path):
+@pytest.mark.parametrize("lend", [False, True])
+def test_the_helper_process_embeds_what_the_evidence_stage_would(tmp_path, lend):
     """The real helper process (MiniLM on its side): vectors of the chunk
-    texts of the outputs handed over, equal to the stage's own embedding."""
+    texts of the outputs handed over, equal to the stage's own embedding,
+    also when the run embeds passes the helper lends it."""
     from ctxledger.pipelines.evidence.embed import Embedder
+
+    here = Embedder(POLICY.evidence.embedding)
+    embed_pass = (lambda work: here.run_pass(work, leave_core=True)) if lend else None
 
     outputs = [
         ("t1", ARTIFACT_TEXT),
@@ -258,11 +355,13 @@ def test_the_helper_process_embeds_what_the_evidence_stage_would(tmp_path):
             for tenant, text in outputs
             for t in artifact_chunk_texts(text, POLICY)
         }
-        got = {k: client.take(text_key(*k)) for k in texts}
+        got = {k: client.take(text_key(*k), embed_pass) for k in texts}
     finally:
         client.close()
     assert all(v is not None for v in got.values())
+    assert client.received + client.lent == len(texts)
+    assert lend or client.lent == 0
     keys = list(texts)
-    want = Embedder(POLICY.evidence.embedding).encode([texts[k] for k in keys])
+    want = here.encode([texts[k] for k in keys])
     cosines = [float(got[k] @ want[i]) for i, k in enumerate(keys)]
     assert min(cosines) > 0.9999

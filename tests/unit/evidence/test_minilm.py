@@ -172,6 +172,35 @@ def test_encode_keeps_input_order_and_empty_input(ours):
     assert ours.encode([]).shape == (0, 384)
 
 
+def test_a_plan_s_passes_give_encode_s_vectors_from_their_ids_alone(ours):
+    """The embed-ahead helper lends the run a pass as word-piece ids
+    (``pipelines.evidence.ahead``): the pass's vectors from those ids alone,
+    on one thread, are encode's bit for bit, in the plan's positions."""
+    texts = transcript_texts()[:40] + ["ok", "word " * 300]
+    for bf16 in (False, True):
+        want = ours.encode(texts, batch_size=8, bf16=bf16, threads=1)
+        plan = ours.plan(texts, batch_size=8)
+        assert sorted(i for rows, _ in plan for i in rows) == list(range(len(texts)))
+        assert len(plan) > 4 and all(len(rows) <= 8 for rows, _ in plan)
+        for rows, ids in plan:
+            got = ours.forward_pass([list(row) for row in ids], bf16, threads=1)
+            assert np.array_equal(got, want[rows])
+
+
+def test_an_embedder_knows_whether_the_model_is_at_hand(monkeypatch):
+    """The run embeds lent passes only when its process loaded MiniLM already
+    (no second load for the sake of a few passes)."""
+    from ctxledger.pipelines import models
+    from ctxledger.pipelines.evidence.embed import Embedder
+    from ctxledger.schemas.policy import load_policy
+
+    monkeypatch.setattr(models, "_MODELS", {})
+    embedder = Embedder(load_policy(None).evidence.embedding)
+    assert not embedder.at_hand()
+    models.sentence_model(model_path("all-MiniLM-L6-v2"))  # another user's load
+    assert embedder.at_hand()
+
+
 @pytest.mark.slow
 def test_embedding_imports_neither_transformers_nor_sentence_transformers():
     """The point of ``pipelines.minilm``: a process that embeds pays for torch
