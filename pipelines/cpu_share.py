@@ -20,6 +20,10 @@ never fewer than one: its whole budget on a quiet machine, one thread on a
 busy one. Off Linux (no ``/proc``) the budget stands, and so it does with
 ``CTXLEDGER_SHARE_CORES=0`` (fixed threads: a benchmark on a machine whose
 other runnable threads are known to be of low priority, say).
+
+The same count decides how many passes of one call ``MiniLM.encode`` runs
+side by side, each on one thread (``MiniLM.lanes_now``: faster on 2 cores
+than one pass on two threads, and a lane of one thread never spins).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ evidence stage asks (``take``), the run borrows the passes nobody started
 (``EmbedAhead.lend``) and embeds them on its own core while the helper
 finishes its own, then the helper sends all its vectors back at once.
 Whatever neither embedded (a text of a document, a helper that failed) the
-evidence stage embeds as before. A process, not a thread: a thread's torch calls wait for the GIL
-that the stages hold (measured: no gain at all, 29.8 s against 26.5 s).
+evidence stage embeds as before. A process, not a thread: a thread's torch
+calls wait for the GIL that the stages hold (measured: no gain at all, 29.8 s
+against 26.5 s).
 
 Same vectors on every run: the helper embeds the texts in fixed groups
 (``FIRST_GROUP`` doubling up to ``GROUP_TEXTS``) in the order they were

@@ -16,7 +16,7 @@ where the CPU has it (``bench/bench_evidence.py`` measures both).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -106,16 +106,8 @@ class Embedder:
                     )
         return self._model
 
-    def encode(
-        self,
-        texts: Sequence[str],
-        model: Any = None,
-        leave_core: Callable[[], bool] | None = None,
-    ) -> np.ndarray:
-        """Normalised float32 vectors, one row per text. ``leave_core``, asked
-        before each forward pass: whether the pass leaves one core of the
-        thread budget to other work (the embed-ahead helper,
-        ``pipelines.evidence.ahead``, while the run's stages go on)."""
+    def encode(self, texts: Sequence[str], model: Any = None) -> np.ndarray:
+        """Normalised float32 vectors, one row per text."""
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         from ctxledger.pipelines.models import encode_by_token_budget  # noqa: PLC0415
@@ -129,13 +121,7 @@ class Embedder:
             return _checked(np.asarray(vectors, dtype=np.float32))
         # one length class per forward pass, by word-piece budget
         # (``models.token_batches``), the texts tokenized once
-        cap = {}
-        if leave_core is not None:
-            spare = max(1, model.thread_budget - 1)
-            cap["threads"] = lambda: spare if leave_core() else 0
-        vectors = model.encode(
-            texts, batch_size=size, bf16=self.precision == "bf16", **cap
-        )
+        vectors = model.encode(texts, batch_size=size, bf16=self.precision == "bf16")
         return _checked(np.asarray(vectors, dtype=np.float32))
 
     def plan(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:

@@ -172,13 +172,16 @@ def test_encode_keeps_input_order_and_empty_input(ours):
     assert ours.encode([]).shape == (0, 384)
 
 
-def test_a_plan_s_passes_give_encode_s_vectors_from_their_ids_alone(ours):
+def test_a_plan_s_passes_give_encode_s_vectors_from_their_ids_alone(ours, monkeypatch):
     """The embed-ahead helper lends the run a pass as word-piece ids
     (``pipelines.evidence.ahead``): the pass's vectors from those ids alone,
     on one thread, are encode's bit for bit, in the plan's positions."""
+    from ctxledger.pipelines import cpu_share
+
+    monkeypatch.setattr(cpu_share, "running_elsewhere", lambda: 0)  # two lanes
     texts = transcript_texts()[:40] + ["ok", "word " * 300]
     for bf16 in (False, True):
-        want = ours.encode(texts, batch_size=8, bf16=bf16, threads=1)
+        want = ours.encode(texts, batch_size=8, bf16=bf16)
         plan = ours.plan(texts, batch_size=8)
         assert sorted(i for rows, _ in plan for i in rows) == list(range(len(texts)))
         assert len(plan) > 4 and all(len(rows) <= 8 for rows, _ in plan)
