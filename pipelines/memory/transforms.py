@@ -64,8 +64,12 @@ def _info(tenant: str, source_file: str, source_hash: str, config: JobConfig):
 
 
 #: Sessions per ``ExtractSessionMemoriesFn`` call: their classifier sentences
-#: go through MiniLM together (``MiniLMEncoder.collect``).
-SESSION_BATCH = 64
+#: go through MiniLM together (``MiniLMEncoder.collect``), sorted into passes
+#: of one length class, so the more a call holds the less its passes pad. On
+#: corpora section A (317 sessions, 588 sentences) calls of 64 sessions made
+#: 14 model calls, 2.7 s on one thread; calls of 512 make 2, 1.6 s (same
+#: labels; confidences moved in the 4th decimal on 4 of 700 memories).
+SESSION_BATCH = 512
 
 
 @timed("memory_extract")
