@@ -159,16 +159,14 @@ class MiniLM:
             out[rows] = self.forward_pass(ids, bf16)
         return out
 
-    def lanes_now(self, cap: int = 0) -> int:
-        """Passes that may run at once now: the thread budget (within
-        ``cap`` when one is given) less the cores other processes hold
-        (``pipelines.cpu_share``), at least one."""
+    def lanes_now(self) -> int:
+        """Passes that may run at once now: the thread budget less the cores
+        other processes hold (``pipelines.cpu_share``), at least one."""
         if self.thread_budget <= 1:
             return 1
         from ctxledger.pipelines.cpu_share import threads_now  # noqa: PLC0415
 
-        budget = min(self.thread_budget, cap) if cap > 0 else self.thread_budget
-        return threads_now(budget)
+        return threads_now(self.thread_budget)
 
     def _encode_on_lanes(self, plan, bf16: bool, lanes: int, out) -> None:
         """The passes of ``plan`` on ``lanes`` Python threads at once, each

@@ -310,17 +310,23 @@ def test_a_small_run_never_starts_the_process(monkeypatch):
     client.close()
 
 
-def test_a_helper_that_dies_leaves_every_text_to_the_stage(monkeypatch):
+@pytest.mark.parametrize("lend", [False, True])
+def test_a_helper_that_dies_leaves_every_text_to_the_stage(monkeypatch, lend):
     real = ahead_mod.subprocess.Popen
 
     def dies(argv, **kwargs):
         return real([argv[0], "-c", "import sys; sys.stdin.read(1)"], **kwargs)
 
+    def embed_pass(work):
+        raise AssertionError("a dead helper lends nothing")
+
     monkeypatch.setattr(ahead_mod.subprocess, "Popen", dies)
     client = AheadProcess({"policy": POLICY}, start_after=0)
     client.submit("t1", "line a")
     assert client.started
-    assert client.take(text_key("t1", "line a")) is None
+    key = text_key("t1", "line a")
+    assert client.take(key, embed_pass if lend else None) is None
+    assert client.lent == client.received == 0
     client.close()
 
 
