@@ -29,7 +29,9 @@ cores and the flags made the nightly 4x slower.
 
 Flags: ``--sets a,b`` picks transcript sets (quick subsets), ``--modes a,b``
 the table's modes, ``--deferred`` (= ``--modes deferred``),
-``--runner-modes a,b`` the runner comparison's (inline, deferred), ``--workers N``
+``--runner-modes a,b`` the runner comparison's (inline, deferred),
+``--repeat N`` rounds of the table's modes (each row the mode's median run:
+on the shared machine runs of the same code vary by 1-2 s), ``--workers N``
 (default 2; 0 skips the runner comparison), ``--skip-baseline`` skips the
 table, ``--skip-startup`` skips the start-up check (a fresh-interpreter
 nightly with one new file that needs no model, and an idempotent re-run:
@@ -271,6 +273,12 @@ def main() -> None:
     )
     parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of the throughput table's modes (rows: each mode's median)",
+    )
+    parser.add_argument(
         "--runner-modes",
         default="inline,deferred",
         help="nightly modes of the runner comparison (inline, deferred)",
@@ -285,7 +293,7 @@ def main() -> None:
         unknown = set(modes) - set(MODE_LABELS)
         if unknown:
             parser.error(f"unknown mode(s): {', '.join(sorted(unknown))}")
-        in_process(sets, modes)
+        in_process(sets, modes, args.repeat)
     if args.workers:
         with tempfile.TemporaryDirectory() as tmp:
             landing = Path(tmp) / "landing"
@@ -325,6 +333,12 @@ MODE_LABELS = {
 }
 
 
+def _median_run(reports: list[dict]) -> dict:
+    """The run of median wall (the lower middle one of an even count)."""
+    ordered = sorted(reports, key=lambda r: r["wall"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def run_mode(landing: Path, warehouse: Path, policy: Path | None, mode: str) -> dict:
     """One nightly in a fresh interpreter (``_MODE_CHILD``), the caller's
     environment kept: its wall, CPU, peak RSS, stage work and (deferred) the
@@ -361,10 +375,13 @@ def redact_alone(landing: Path) -> float:
     return time.perf_counter() - started
 
 
-def in_process(sets: tuple[str, ...], modes: tuple[str, ...]) -> None:
+def in_process(sets: tuple[str, ...], modes: tuple[str, ...], repeat: int = 1) -> None:
     """The throughput table: each mode's nightly in a fresh interpreter on a
     fresh warehouse (start-up, model loads and the commit included, as a user
-    runs it), against issue 14's targets and the stage ceilings."""
+    runs it), against issue 14's targets and the stage ceilings. With
+    ``repeat`` above one the modes run in turn, round after round (so a slow
+    spell of a shared machine falls on every mode), and each row is the
+    mode's median run, its walls listed beside it."""
     from ctxledger.pipelines.ingest.landing import discover
     from ctxledger.warehouse import Warehouse
 
@@ -380,14 +397,16 @@ def in_process(sets: tuple[str, ...], modes: tuple[str, ...]) -> None:
             for m in modes
         }
         load_before = os.getloadavg()[0]
-        results = {
-            mode: run_mode(landing, Path(tmp) / f"wh_{mode}", policies[mode], mode)
-            for mode in modes
-        }
+        runs: dict[str, list[dict]] = {mode: [] for mode in modes}
+        for round_ in range(max(1, repeat)):
+            for mode in modes:
+                warehouse = Path(tmp) / f"wh_{mode}_{round_}"
+                runs[mode].append(run_mode(landing, warehouse, policies[mode], mode))
+        results = {mode: _median_run(reports) for mode, reports in runs.items()}
         first = modes[0]
-        again = run_mode(landing, Path(tmp) / f"wh_{first}", policies[first], "rerun")
+        again = run_mode(landing, Path(tmp) / f"wh_{first}_0", policies[first], "rerun")
         load_after = os.getloadavg()[0]
-        with Warehouse.open(Path(tmp) / f"wh_{first}") as wh:
+        with Warehouse.open(Path(tmp) / f"wh_{first}_0") as wh:
             messages = wh.row_counts()["messages"]
         redact_only = redact_alone(landing)
 
@@ -414,6 +433,9 @@ def in_process(sets: tuple[str, ...], modes: tuple[str, ...]) -> None:
             f"{rate:6.0f} {target or '-':>6} {reached:>7} "
             f"{r['rss_kb'] / 1024:7,.0f}MB  {stages}"
         )
+        if len(runs[mode]) > 1:
+            walls = ", ".join(f"{x['wall']:.1f}" for x in runs[mode])
+            print(f"  {'':<11} median of {len(runs[mode])} runs, walls (s): {walls}")
         if r.get("helper_cpu"):
             print(
                 f"  {'':<11} + embed-ahead helper process: "
