@@ -89,7 +89,9 @@ class EmbeddingSettings(_Strict):
     #: exported once per machine; cosine to fp32 ~0.99 (``bench/bench_embed.py``
     #: measures speed, cosine and recall@10 of both on this CPU).
     backend: EmbeddingBackend = "torch"
-    #: torch threads per worker; 0 leaves torch's default.
+    #: torch threads per worker; 0 leaves torch's default. Also the most
+    #: passes of one call that run side by side, one thread each
+    #: (``MiniLM.encode``): 1 runs them one after the other.
     torch_threads: int = Field(default=0, ge=0)
     #: ``inline``: the nightly embeds new chunk texts itself. ``deferred``: the
     #: nightly commits new chunks without a vector (text and BM25 are searchable
