@@ -121,12 +121,13 @@ class EmbedAhead:
     maps (tenant, chunk text) to the evidence stage's key.
 
     Work flows: submitted outputs are cut (first, so the groups fill), cut
-    texts form groups of ``group_size`` in submission order, each group's
-    texts not stored yet are planned into passes, and the worker runs the
-    passes from the front. ``lend`` hands the last pass not started to the
-    run (which embeds it on its own core: two processes on one thread each
-    outrun one process on two threads, whose small matrix products scale
-    poorly); ``take_all`` waits for the rest.
+    texts form groups in submission order (``FIRST_GROUP`` texts, doubling
+    up to ``group_size``), each group's texts not stored yet are planned
+    into passes, and the worker runs the passes from the front. ``lend``
+    hands the last pass not started to the run (which embeds it on its own
+    core: two processes on one thread each outrun one process on two
+    threads, whose small matrix products scale poorly); ``take_all`` waits
+    for the rest.
     """
 
     def __init__(
