@@ -140,8 +140,10 @@ class EmbedAhead:
         group_size: int = GROUP_TEXTS,
         key: Callable[[str, str], Key] = text_key,
         max_texts: int = MAX_TEXTS,
+        lanes: Callable[[], int] = lambda: 1,
     ):
         self._run = run
+        self._lanes = lanes
         self._plan = plan
         self._max_texts = max_texts
         self._cut = cut
@@ -153,7 +155,8 @@ class EmbedAhead:
         self._waiting: deque[tuple[str, str]] = deque()  # submitted outputs
         self._queued: list[tuple[Key, str]] = []  # cut, not in a group yet
         self._passes: deque[tuple[list[Key], Any]] = deque()  # planned
-        self._busy = False  # a pass is being embedded
+        self._running = 0  # passes being embedded
+        self._extra: list[threading.Thread] = []  # lanes of ``take_all``
         self._cutting = False  # an output is being cut
         self._seen: set[Key] = set()
         self._done: dict[Key, np.ndarray] = {}
@@ -199,17 +202,31 @@ class EmbedAhead:
             return keys, work
 
     def take_all(self) -> dict[Key, np.ndarray]:
-        """Every vector, once all submitted outputs are cut and embedded (the
-        rest with the whole thread budget); the helper forgets them."""
+        """Every vector, once all submitted outputs are cut and embedded; the
+        helper forgets them. The run waits meanwhile: where ``lanes()`` says
+        two or more cores are idle, the passes left run side by side on as
+        many threads, one torch thread each (what ``MiniLM.encode`` does in
+        one process), else each pass with the whole thread budget."""
         with self._state:
-            self._flush = self._whole = True
+            self._flush = True
+            lanes = self._lanes() if not self._extra else 1
+            self._whole = lanes < 2
+            for k in range(1, lanes):
+                lane = threading.Thread(
+                    target=self._work,
+                    args=(True,),
+                    name=f"ctxledger-embed-ahead-{k}",
+                    daemon=True,
+                )
+                self._extra.append(lane)
+                lane.start()
             self._state.notify_all()
             while not self._closed and (
                 self._waiting
                 or self._cutting
                 or self._queued
                 or self._passes
-                or self._busy
+                or self._running
             ):
                 self._state.wait()
             done, self._done = self._done, {}
@@ -223,7 +240,8 @@ class EmbedAhead:
             self._queued.clear()
             self._passes.clear()
             self._state.notify_all()
-        self._thread.join(timeout=60)
+        for thread in (self._thread, *self._extra):
+            thread.join(timeout=60)
         with self._state:
             self._done.clear()
         if self._stored is not None:
@@ -231,31 +249,41 @@ class EmbedAhead:
 
     # worker thread
 
-    def _work(self) -> None:
+    def _work(self, passes_only: bool = False) -> None:
+        """The worker's loop: cut, embed and plan, in that order of need. A
+        lane of ``take_all`` (``passes_only``) never cuts, so the outputs are
+        cut in submission order, and plans only once every output is cut, so
+        the groups are those of one lane; it ends when nothing is left."""
         while True:
             with self._state:
-                while not self._closed and not self._ready():
+                while not self._closed and not self._ready(passes_only):
                     self._state.wait()
                 if self._closed:
                     return
                 output = step = None
-                if self._waiting:
+                if self._waiting and not passes_only:
                     output = self._waiting.popleft()
                     self._cutting = True
                 elif self._passes:
                     step = self._passes.popleft()
-                    self._busy = True
-                else:
+                    self._running += 1
+                elif self._queued:
                     self._plan_group()
+                    self._state.notify_all()  # passes for the other lanes
                     continue
+                else:
+                    return  # a lane of ``take_all``: nothing more to come
             if output is not None:
                 self._cut_output(*output)
             else:
                 self._embed(*step)
 
-    def _ready(self) -> bool:
+    def _ready(self, passes_only: bool = False) -> bool:
         """Work to do: an output to cut, a pass, a full group, or (flushed)
-        any group."""
+        any group. A lane of ``take_all`` waits only while outputs are being
+        cut and no pass is planned."""
+        if passes_only:
+            return bool(self._passes) or not (self._waiting or self._cutting)
         if self._waiting or self._passes:
             return True
         return len(self._queued) >= self._next_size() or (
@@ -323,7 +351,7 @@ class EmbedAhead:
                 self._done.update(kept)
             self.embedded += len(kept)
             self.failed += failed
-            self._busy = False
+            self._running -= 1
             self._state.notify_all()
 
 

@@ -45,6 +45,10 @@ def serve(frames_in, frames_out) -> None:
         lambda work, whole: embedder.run_pass(work, leave_core=not whole()),
         lambda text: artifact_chunk_texts(text, policy),
         plan=embedder.plan,
+        # the run waits for the vectors when it asks for the rest: its core is
+        # the helper's (lanes of one thread only slow down if another process
+        # takes a core meanwhile, they never spin)
+        lanes=lambda: embedder.load().thread_budget,
         stored=StoredVectors(
             start["warehouse"], settings.model, start["catalog"], start["data_path"]
         ),

@@ -212,6 +212,38 @@ def test_lent_passes_are_the_last_ones_of_the_same_groups():
     assert helper.lent == 8 and helper.embedded == 2
 
 
+def test_take_all_runs_the_passes_left_side_by_side_on_idle_cores():
+    """A run that lends nothing waits in ``take_all``: with two idle cores
+    the passes left run on two lanes, one thread each (``whole`` stays
+    false), and they are the passes of one lane."""
+    alone = _Model()
+    _taken(EmbedAhead(alone, _cut, plan=_pairs, group_size=4), _outputs(5))
+    calls, lane_ran = [], threading.Event()
+
+    def run(work, whole):
+        calls.append((tuple(work), whole(), threading.current_thread().name))
+        if threading.current_thread().name == "ctxledger-embed-ahead":
+            lane_ran.wait(5)  # the worker's pass lasts until the lane ran one
+        else:
+            lane_ran.set()
+        return np.array([[float(len(t)), 1.0] for t in work], dtype=np.float32)
+
+    helper = EmbedAhead(run, _cut, plan=_pairs, group_size=4, lanes=lambda: 2)
+    try:
+        for tenant, text in _outputs(5):
+            helper.submit(tenant, text)
+        done = helper.take_all()
+    finally:
+        helper.close()
+    assert lane_ran.is_set()
+    assert sorted(work for work, _, _ in calls) == sorted(
+        call for call, _ in alone.calls
+    )
+    assert {whole for _, whole, _ in calls} == {False}
+    assert len({name for _, _, name in calls}) == 2
+    assert len(done) == 10
+
+
 def test_lend_waits_for_the_output_being_cut():
     """An output still being cut belongs in the last group: lending before
     it is cut would split the groups differently from run to run."""
