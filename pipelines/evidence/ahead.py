@@ -76,11 +76,12 @@ START_AFTER = 64
 START_BYTES = 2_000_000
 
 Key = tuple[str, str]
-#: ``(work, whole) -> vectors`` of one forward pass (``Plan``): ``whole()``,
-#: asked before the pass, says whether it may use the whole thread budget
-#: (the evidence stage waits for the vectors), else it leaves a core to the
-#: run's stages or to the run embedding lent passes.
-Run = Callable[[Any, Callable[[], bool]], np.ndarray]
+#: ``(work, threads) -> vectors`` of one forward pass (``Plan``): ``threads()``,
+#: asked before the pass, caps its torch threads (0: the whole budget): one
+#: core less than the budget while the run's stages go on or the run embeds
+#: lent passes, one thread on a lane of ``take_all``, the whole budget when
+#: the run waits and the budget is one thread.
+Run = Callable[[Any, Callable[[], int]], np.ndarray]
 #: Texts -> the forward passes one model call makes of them: per pass, its
 #: texts' positions and the work ``Run`` takes (``MiniLM.plan``: word-piece
 #: ids; by default the group is one pass and the work its texts).
@@ -118,7 +119,9 @@ class EmbedAhead:
     ``run`` embeds one forward pass (``Run``) of those ``plan`` makes of each
     group (``Plan``); ``cut(text)`` gives a tool output's chunk texts;
     ``stored`` (optional) says which keys the warehouse holds already; ``key``
-    maps (tenant, chunk text) to the evidence stage's key.
+    maps (tenant, chunk text) to the evidence stage's key; ``lanes()`` gives
+    the model's thread budget (passes leave one core of it to the run until
+    ``take_all``).
 
     Work flows: submitted outputs are cut (first, so the groups fill), cut
     texts form groups in submission order (``FIRST_GROUP`` texts, doubling
@@ -161,7 +164,8 @@ class EmbedAhead:
         self._seen: set[Key] = set()
         self._done: dict[Key, np.ndarray] = {}
         self._flush = False  # the last short group too
-        self._whole = False  # the vectors are asked for: every thread
+        #: a pass's thread cap once ``take_all`` asked (1 a lane, 0 the budget)
+        self._asked: int | None = None
         self._closed = False
         self.embedded = 0
         self.failed = 0
@@ -203,23 +207,24 @@ class EmbedAhead:
 
     def take_all(self) -> dict[Key, np.ndarray]:
         """Every vector, once all submitted outputs are cut and embedded; the
-        helper forgets them. The run waits meanwhile: where ``lanes()`` says
-        two or more cores are idle, the passes left run side by side on as
-        many threads, one torch thread each (what ``MiniLM.encode`` does in
-        one process), else each pass with the whole thread budget."""
+        helper forgets them. The run waits meanwhile, so with a thread
+        budget (``lanes()``) of two or more the passes left run side by side
+        on as many threads, one torch thread each (what ``MiniLM.encode``
+        does in one process), else each pass with the whole budget."""
         with self._state:
             self._flush = True
-            lanes = self._lanes() if not self._extra else 1
-            self._whole = lanes < 2
-            for k in range(1, lanes):
-                lane = threading.Thread(
-                    target=self._work,
-                    args=(True,),
-                    name=f"ctxledger-embed-ahead-{k}",
-                    daemon=True,
-                )
-                self._extra.append(lane)
-                lane.start()
+            if self._asked is None:  # the first ask: lanes for what is left
+                lanes = self._lanes()
+                self._asked = 1 if lanes > 1 else 0
+                for k in range(1, lanes):
+                    lane = threading.Thread(
+                        target=self._work,
+                        args=(True,),
+                        name=f"ctxledger-embed-ahead-{k}",
+                        daemon=True,
+                    )
+                    self._extra.append(lane)
+                    lane.start()
             self._state.notify_all()
             while not self._closed and (
                 self._waiting
@@ -332,16 +337,19 @@ class EmbedAhead:
             self._cutting = False
             self._state.notify_all()
 
-    def _whole_budget(self) -> bool:
-        """Whether a pass may take every thread: the vectors are asked for
-        (a flag read without the lock: a pass either way is correct)."""
-        return self._whole
+    def _threads(self) -> int:
+        """The next pass's thread cap (``Run``; read without the lock: a pass
+        either way is correct): one core less than the budget until
+        ``take_all``, then one thread per lane, or the whole budget (0)."""
+        if self._asked is None:
+            return max(1, self._lanes() - 1)
+        return self._asked
 
     def _embed(self, keys: list[Key], work: Any) -> None:
         kept: dict[Key, np.ndarray] = {}
         failed = 0
         try:
-            vectors = self._run(work, self._whole_budget)
+            vectors = self._run(work, self._threads)
             kept = {key: vectors[i] for i, key in enumerate(keys)}
         except Exception:  # noqa: BLE001 - the evidence stage embeds them again
             LOG.debug("embed ahead: a pass failed", exc_info=True)

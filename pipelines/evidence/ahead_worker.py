@@ -42,7 +42,7 @@ def serve(frames_in, frames_out) -> None:
     # are read and cut at once
     threading.Thread(target=embedder.load, name="load-minilm", daemon=True).start()
     helper = EmbedAhead(
-        lambda work, whole: embedder.run_pass(work, leave_core=not whole()),
+        lambda work, threads: embedder.run_pass(work, threads()),
         lambda text: artifact_chunk_texts(text, policy),
         plan=embedder.plan,
         # the run waits for the vectors when it asks for the rest: its core is

@@ -129,12 +129,11 @@ class Embedder:
         per pass, its texts' positions and the work ``run_pass`` takes."""
         return self.load().plan(texts, self.settings.max_batch_size)
 
-    def run_pass(self, work: Any, leave_core: bool = False) -> np.ndarray:
-        """One pass of ``plan`` (its vectors in the pass's order), on one
-        thread less than the budget when ``leave_core``."""
+    def run_pass(self, work: Any, threads: int = 0) -> np.ndarray:
+        """One pass of ``plan`` (its vectors in the pass's order) on at most
+        ``threads`` torch threads (0: the budget)."""
         model = self.load()
-        cap = max(1, model.thread_budget - 1) if leave_core else 0
-        return _checked(model.forward_pass(work, self.precision == "bf16", cap))
+        return _checked(model.forward_pass(work, self.precision == "bf16", threads))
 
     def at_hand(self) -> bool:
         """Whether the model is loaded in this process (by this embedder or

@@ -139,7 +139,7 @@ class EmbedTextsFn(beam.DoFn):
         # the run's own core embeds passes the helper lends it, when the
         # model is loaded here already (the memory stage's): no second load
         lend = (
-            (lambda work: self.embedder.run_pass(work, leave_core=True))
+            (lambda work: self.embedder.run_pass(work, threads=1))
             if self.embedder.at_hand()
             else None
         )

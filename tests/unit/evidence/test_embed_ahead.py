@@ -38,15 +38,15 @@ def _cut(text: str) -> list[str]:
 
 
 class _Model:
-    """Records each call (texts, whole) and answers a vector per text."""
+    """Records each call (texts, thread cap) and answers a vector per text."""
 
     def __init__(self, delay: float = 0.0, fail_on: str | None = None):
         self.calls: list[tuple[tuple[str, ...], bool]] = []
         self.delay = delay
         self.fail_on = fail_on
 
-    def __call__(self, texts, whole):
-        self.calls.append((tuple(texts), whole()))
+    def __call__(self, texts, threads):
+        self.calls.append((tuple(texts), threads()))
         if self.fail_on is not None and any(self.fail_on in t for t in texts):
             raise RuntimeError("model exploded")
         time.sleep(self.delay)
@@ -81,7 +81,7 @@ def test_groups_follow_the_submission_order_whatever_the_timing(pause):
     texts = [t for call, _ in model.calls for t in call]
     assert texts == [f"line {i} {s}" for i in range(5) for s in "ab"]
     assert [len(call) for call, _ in model.calls] == [4, 4, 2]
-    assert model.calls[-1][1] is True  # the rest with every thread
+    assert model.calls[-1][1] == 0  # the run waits: the whole budget
     assert done[text_key("t1", "line 3 b")].tolist() == [8.0, 1.0]
     assert len(done) == 10
 
@@ -93,7 +93,7 @@ def test_a_text_is_embedded_once_per_tenant_and_never_across_tenants():
     assert sorted(done) == sorted(
         [text_key("t1", "same"), text_key("t1", "other"), text_key("t2", "same")]
     )
-    assert model.calls == [(("same", "other", "same"), True)]
+    assert model.calls == [(("same", "other", "same"), 0)]
 
 
 def test_texts_the_warehouse_holds_are_not_embedded():
@@ -109,7 +109,7 @@ def test_texts_the_warehouse_holds_are_not_embedded():
     model, stored = _Model(), Stored()
     helper = EmbedAhead(model, _cut, stored=stored, group_size=100)
     done = _taken(helper, [("t1", "known\nnew")])
-    assert model.calls == [(("new",), True)]
+    assert model.calls == [(("new",), 0)]
     assert list(done) == [text_key("t1", "new")]
     assert stored.closed  # no read-only attach outlives the helper
 
@@ -142,7 +142,7 @@ def test_a_failed_group_or_cut_is_left_to_the_evidence_stage():
 def test_take_all_waits_for_the_pass_in_flight():
     started, release = threading.Event(), threading.Event()
 
-    def slow(texts, whole):
+    def slow(texts, threads):
         started.set()
         release.wait(5)
         return np.ones((len(texts), 2), dtype=np.float32)
@@ -180,8 +180,8 @@ def test_lent_passes_are_the_last_ones_of_the_same_groups():
     started, release = threading.Event(), threading.Event()
     calls = []
 
-    def run(work, whole):
-        calls.append((tuple(work), whole()))
+    def run(work, threads):
+        calls.append((tuple(work), threads()))
         started.set()
         release.wait(5)
         return np.array([[float(len(t)), 1.0] for t in work], dtype=np.float32)
@@ -200,7 +200,7 @@ def test_lent_passes_are_the_last_ones_of_the_same_groups():
         helper.close()
     texts = [f"line {i} {s}" for i in range(5) for s in "ab"]
     # groups of 4, 4 and 2 texts, in passes of two: the helper ran the first
-    assert calls == [(tuple(texts[:2]), False)]
+    assert calls == [(tuple(texts[:2]), 1)]  # a core left to the run
     assert [tuple(work) for _keys, work in lent] == [
         tuple(texts[i : i + 2]) for i in (8, 6, 4, 2)
     ]
@@ -214,14 +214,14 @@ def test_lent_passes_are_the_last_ones_of_the_same_groups():
 
 def test_take_all_runs_the_passes_left_side_by_side_on_idle_cores():
     """A run that lends nothing waits in ``take_all``: with two idle cores
-    the passes left run on two lanes, one thread each (``whole`` stays
-    false), and they are the passes of one lane."""
+    the passes left run on two lanes, one thread each, and they are the
+    passes of one lane."""
     alone = _Model()
     _taken(EmbedAhead(alone, _cut, plan=_pairs, group_size=4), _outputs(5))
     calls, lane_ran = [], threading.Event()
 
-    def run(work, whole):
-        calls.append((tuple(work), whole(), threading.current_thread().name))
+    def run(work, threads):
+        calls.append((tuple(work), threads(), threading.current_thread().name))
         if threading.current_thread().name == "ctxledger-embed-ahead":
             lane_ran.wait(5)  # the worker's pass lasts until the lane ran one
         else:
@@ -239,7 +239,7 @@ def test_take_all_runs_the_passes_left_side_by_side_on_idle_cores():
     assert sorted(work for work, _, _ in calls) == sorted(
         call for call, _ in alone.calls
     )
-    assert {whole for _, whole, _ in calls} == {False}
+    assert {threads for _, threads, _ in calls} == {1}
     assert len({name for _, _, name in calls}) == 2
     assert len(done) == 10
 
@@ -371,7 +371,7 @@ def test_the_helper_process_embeds_what_the_evidence_stage_would(tmp_path, lend)
     from ctxledger.pipelines.evidence.embed import Embedder
 
     here = Embedder(POLICY.evidence.embedding)
-    embed_pass = (lambda work: here.run_pass(work, leave_core=True)) if lend else None
+    embed_pass = (lambda work: here.run_pass(work, threads=1)) if lend else None
 
     outputs = [
         ("t1", ARTIFACT_TEXT),
