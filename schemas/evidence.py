@@ -99,7 +99,7 @@ class EmbeddingSettings(_Strict):
     #: later in a snapshot of its own, e.g. on a GPU worker.
     mode: Literal["inline", "deferred"] = "inline"
     #: Inline mode, all stages in one process (the local DirectRunner without
-    #: worker processes): embed tool outputs' chunk texts on a helper thread
+    #: worker processes): embed tool outputs' chunk texts in a helper process
     #: while the run redacts, on the core the Python stages leave idle
     #: (``pipelines.evidence.ahead``). Same vectors on every run either way.
     ahead: bool = True

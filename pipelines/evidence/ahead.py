@@ -394,7 +394,8 @@ class AheadProcess:
     ``submit`` holds the first ``start_after`` redacted tool outputs, then
     starts the process and queues them and every later one (a writer thread
     sends them, so redaction never waits on the pipe); the first ``take``
-    asks for every vector and waits for them; ``close`` stops the process.
+    embeds the passes the helper lends (given the run's model), then asks
+    for every other vector and waits for them; ``close`` stops the process.
     Anything going wrong with the helper (it failed to start, died, sent
     garbage), or a run too small to start it, leaves ``take`` answering
     None: the evidence stage embeds those texts itself.
@@ -478,11 +479,11 @@ class AheadProcess:
             if embed_pass is not None:
                 self._embed_lent(embed_pass, vectors)
             self._outbox.put(("flush",))
-            message = read_frame(self._proc.stdout)
+            message = self._answer("vectors")
         except Exception:  # noqa: BLE001 - the stage embeds them itself
             LOG.warning("embed ahead: the helper's answer could not be read")
             return vectors
-        if not (isinstance(message, tuple) and message[:1] == ("vectors",)):
+        if message is None:
             LOG.warning("embed ahead: the helper ended without vectors")
             return vectors
         _, keys, matrix = message
@@ -496,8 +497,8 @@ class AheadProcess:
         the evidence stage."""
         while True:
             self._outbox.put(("lend",))
-            message = read_frame(self._proc.stdout)
-            if not (isinstance(message, tuple) and message[:1] == ("pass",)):
+            message = self._answer("pass")
+            if message is None:
                 raise ValueError("embed ahead: expected a lent pass")
             _, keys, work = message
             if not keys:
@@ -509,6 +510,14 @@ class AheadProcess:
                 return
             self.lent += len(keys)
             vectors.update((tuple(key), rows[i]) for i, key in enumerate(keys))
+
+    def _answer(self, kind: str) -> tuple | None:
+        """The helper's next frame if it is a ``kind`` answer, else None (it
+        ended, or answered out of step)."""
+        message = read_frame(self._proc.stdout)
+        if isinstance(message, tuple) and message[:1] == (kind,):
+            return message
+        return None
 
     def _write(self) -> None:
         stdin = self._proc.stdin
