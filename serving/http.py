@@ -11,8 +11,8 @@ Handlers are plain functions: uvicorn runs them on its thread pool, and the
 well-formed ``/pack`` is answered before FastAPI's routing, on the event loop
 (``_FastPack``), with JSON written from the manifest's data
 (``manifest_bytes``); anything it is unsure of takes the route. ``serve
---workers N`` runs N processes, each listening on its own SO_REUSEPORT socket
-(``Workers``).
+--workers N`` runs N processes that share one listening socket and keep
+their connection counts even (``Workers``, ``serving.balance``).
 """
 
 # No ``from __future__ import annotations``: FastAPI resolves the handlers'
@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ctxledger.schemas.evidence import ContextManifest, PackRequest, SearchHit
 from ctxledger.serving.auth import AuthError, Principal, Tokens, subject_for, tenant_for
 from ctxledger.serving.context import Context
+from ctxledger.serving.fair_queue import FairQueue
 from ctxledger.serving.memories import MemoryView, ServedMemory
 
 
@@ -155,12 +156,14 @@ class _FastPack:
     middleware (server errors, the body size limit). The pack runs on the
     loop's own thread: a pack is CPU-bound Python holding the GIL, so a
     request thread only added the switch (``REQUEST_THREADS``); other
-    requests wait in the socket buffers meanwhile, as they waited for the
-    single request thread before."""
+    requests wait meanwhile, in arrival order (``FairQueue``: one pack a
+    loop turn, so none waits for a batch it arrived too late for)."""
 
     def __init__(self, app, *, answer: Callable[[bytes | None, bytes], bytes | None]):
         self.app = app
         self.answer = answer
+        #: Packs run one a loop turn in arrival order (``serving.fair_queue``).
+        self.queue = FairQueue()
 
     async def __call__(self, scope, receive, send) -> None:
         if (
@@ -190,7 +193,7 @@ class _FastPack:
         answer = None
         if json_body:
             try:
-                answer = self.answer(authorization, body)
+                answer = await self.queue.run(self.answer, authorization, body)
             except Exception:  # FastAPI answers it (and raises what it raises)
                 answer = None
         if answer is None:
@@ -445,39 +448,27 @@ def serve_workers(
     **open_args: object,
 ) -> None:
     """Run the API in ``workers`` worker processes, each with its own
-    ``Context`` over ``warehouse`` (``worker_app``) and its own listening
-    socket on ``host:port`` (SO_REUSEPORT, ``Workers``); ``open_args`` go to
-    ``Context.open`` (JSON-serialisable: catalog, data_path, policy_file,
-    poll_s). Without SO_REUSEPORT (not Linux or a BSD) the workers share one
-    socket under uvicorn's own supervisor instead."""
+    ``Context`` over ``warehouse`` (``worker_app``), sharing one listening
+    socket on ``host:port`` and keeping their connection counts even
+    (``Workers``); ``open_args`` go to ``Context.open`` (JSON-serialisable:
+    catalog, data_path, policy_file, poll_s)."""
     import json
     import os
-    import socket
 
     spec = {"warehouse": str(warehouse), "tokens": str(tokens_file)}
     spec |= {k: (str(v) if k != "poll_s" else v) for k, v in open_args.items()
              if v is not None}  # fmt: skip
     os.environ[WORKER_ENV] = json.dumps(spec)
-    if hasattr(socket, "SO_REUSEPORT"):
-        Workers(workers, host, port).run()
-        return
-    import uvicorn  # pragma: no cover - a platform without SO_REUSEPORT
-
-    uvicorn.run(
-        "ctxledger.serving.http:worker_app",
-        factory=True,
-        workers=workers,
-        host=host,
-        port=port,
-        log_level="info",
-        timeout_worker_healthcheck=30,
-    )
+    Workers(workers, host, port).run()
 
 
-def reuseport_socket(host: str, port: int, *, listen: bool = True):
-    """A TCP socket bound to ``host:port`` with SO_REUSEPORT (and, with
-    ``listen``, listening): sockets of one user bound so share the port, and
-    the kernel gives each new connection to one of the listening ones."""
+#: The listening socket's backlog (uvicorn's default).
+BACKLOG = 2048
+
+
+def bound_socket(host: str, port: int):
+    """A TCP socket bound to ``host:port`` (SO_REUSEADDR), not yet listening:
+    the workers of ``Workers`` listen on it once they can serve."""
     import socket
 
     family, kind, proto, _, address = socket.getaddrinfo(
@@ -486,10 +477,7 @@ def reuseport_socket(host: str, port: int, *, listen: bool = True):
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
-        if listen:
-            sock.listen(2048)  # uvicorn's default backlog
     except BaseException:
         sock.close()
         raise
@@ -497,23 +485,22 @@ def reuseport_socket(host: str, port: int, *, listen: bool = True):
 
 
 class Workers:
-    """The supervisor of ``serve_workers``: ``count`` worker processes, each
-    listening on its own SO_REUSEPORT socket, restarted when one dies.
+    """The supervisor of ``serve_workers``: ``count`` worker processes that
+    share one listening socket, restarted when one dies.
 
-    With one socket shared by every worker (uvicorn's ``--workers``), the
-    worker whose event loop wakes first accepts every connection waiting:
-    under load the idle one takes them all, and keep-alive connections stay
-    where they landed (bench_serve, 2 workers: 8 clients all on one worker,
-    the other core idle; 50 clients, per-connection medians 25-611 ms). With
-    a socket per worker the kernel assigns each connection by a hash of its
-    addresses, whichever worker is busy. A worker binds its socket only once
-    its ``Context`` is open, so no connection waits on a worker still
-    warming up; the supervisor holds the port meanwhile (bound, not
-    listening: it is given no connection). Any process of the same user may
-    join a SO_REUSEPORT port; they can read the warehouse and token file
-    anyway. A worker that dies before it served (a bad warehouse, a port in
-    use) stops the server with an error, as uvicorn's supervisor does; one
-    that dies later is replaced."""
+    Each worker accepts for itself, one connection at a time, only while it
+    holds no more connections than any other (``serving.balance``): keep-
+    alive connections stay where they land, and a worker's clients wait
+    about its connections times one pack per request, so the counts are
+    kept even. (A socket per worker with SO_REUSEPORT, the kernel choosing
+    by a hash of the addresses, left 50 connections 21 / 29 as often as
+    even; one socket left to uvicorn gave every waiting connection to the
+    first worker to wake.) The supervisor binds the socket; a worker listens
+    on it only once its ``Context`` is open, so no connection waits on a
+    worker still warming up (before the first one, connections are refused).
+    A worker that dies before it served (a bad warehouse, a port in use)
+    stops the server with an error, as uvicorn's supervisor does; one that
+    dies later is replaced, and its slot in the counts is cleared."""
 
     def __init__(self, count: int, host: str, port: int):
         self.count, self.host, self.port = count, host, port
@@ -527,17 +514,20 @@ class Workers:
 
         from uvicorn.config import LOGGING_CONFIG
 
+        from ctxledger.serving.balance import ABSENT, shared_counts
+
         logging.config.dictConfig(LOGGING_CONFIG)  # the workers' log format
         log = logging.getLogger("uvicorn.error")
-        held = reuseport_socket(self.host, self.port, listen=False)
-        port = held.getsockname()[1]
+        sock = bound_socket(self.host, self.port)
         spawn = multiprocessing.get_context("spawn")
+        counts = shared_counts(self.count, spawn)
         stop = threading.Event()
 
-        def start():
+        def start(slot: int):
+            counts[slot] = ABSENT
             ready = spawn.Event()
             proc = spawn.Process(
-                target=_serve_worker, args=(self.host, port, ready), daemon=False
+                target=_serve_worker, args=(sock, counts, slot, ready), daemon=False
             )
             proc.start()
             log.info("Started worker process [%s]", proc.pid)
@@ -548,7 +538,7 @@ class Workers:
             for sig in (signal.SIGINT, signal.SIGTERM)
         }
         failed = False
-        procs = [start() for _ in range(self.count)]
+        procs = [start(slot) for slot in range(self.count)]
         try:
             while not stop.wait(0.5):
                 for k, (proc, ready) in enumerate(procs):
@@ -563,7 +553,7 @@ class Workers:
                         stop.set()
                         break
                     log.info("Worker process [%s] died; restarting", proc.pid)
-                    procs[k] = start()
+                    procs[k] = start(k)
         finally:
             for proc, _ in procs:
                 if proc.is_alive():
@@ -573,7 +563,7 @@ class Workers:
                 if proc.is_alive():
                     proc.kill()
                     proc.join()
-            held.close()
+            sock.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if failed:
@@ -584,11 +574,12 @@ class Workers:
 STARTUP_FAILURE = 3
 
 
-def _serve_worker(host: str, port: int, ready) -> None:
+def _serve_worker(sock, counts, slot: int, ready) -> None:
     """One process of ``Workers``: open the ``Context`` (``worker_app``),
-    then listen on a socket of its own and serve until SIGTERM. A SIGTERM
-    exits through Python's cleanup (``serve``'s reason): the app's shutdown
-    closes the Context and deletes its snapshot copies."""
+    then listen on the shared socket and serve, accepting its share of the
+    connections (``_BalancedServer``), until SIGTERM. A SIGTERM exits
+    through Python's cleanup (``serve``'s reason): the app's shutdown closes
+    the Context and deletes its snapshot copies."""
     import signal
     import sys
 
@@ -596,7 +587,44 @@ def _serve_worker(host: str, port: int, ready) -> None:
 
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     app = worker_app()
-    sock = reuseport_socket(host, port)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="info"))
+    server = _balanced_server(uvicorn.Config(app, log_level="info"), sock, counts, slot)
     ready.set()
-    server.run(sockets=[sock])
+    server.run()
+
+
+def _balanced_server(config, sock, counts, slot: int):
+    """A uvicorn ``Server`` that takes its connections from ``sock`` through
+    a ``serving.balance.BalancedAcceptor`` (slot ``slot`` of ``counts``)
+    instead of a listener of its own: uvicorn's startup with no sockets (the
+    lifespan, the app), then the acceptor, which hands each connection to
+    uvicorn's HTTP protocol as its listener would. Shutdown closes it with
+    uvicorn's own servers."""
+    import asyncio
+
+    import uvicorn
+
+    from ctxledger.serving.balance import BalancedAcceptor
+
+    class _BalancedServer(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:  # noqa: ARG002
+            await super().startup(sockets=[])
+            loop = asyncio.get_running_loop()
+
+            def protocol():
+                return self.config.http_protocol_class(
+                    config=self.config,
+                    server_state=self.server_state,
+                    app_state=self.lifespan.state,
+                )
+
+            async def serve(conn) -> None:
+                await loop.connect_accepted_socket(protocol, sock=conn)
+
+            sock.listen(BACKLOG)
+            acceptor = BalancedAcceptor(
+                sock, counts, slot, lambda: len(self.server_state.connections), serve
+            )
+            acceptor.start()
+            self.servers.append(acceptor)
+
+    return _BalancedServer(config)

@@ -38,7 +38,10 @@ from ctxledger.schemas.policy import load_policy
 
 policy = load_policy()
 _load_shared(policy.pii.ner_model)
-sentence_model(model_path(policy.evidence.embedding.model))
+# One torch thread, as `make test` runs (OMP_NUM_THREADS=1): GNU OpenMP is not
+# fork-safe once a parallel region has run (loading the model runs some with
+# two threads), and a forked job's first parallel region then hangs for good.
+sentence_model(model_path(policy.evidence.embedding.model), threads=1)
 assert threading.active_count() == 1, "fork needs a single-threaded server"
 
 

@@ -282,30 +282,34 @@ def test_a_nightly_commits_while_the_server_answers(served, lake, job_server):
     assert all("queue-runbook" not in r[3] for r in results if r[2] == before)
 
 
-def _listeners(port: int) -> set[int]:
-    """Pids with a TCP socket listening on ``port`` (``/proc``, Linux)."""
+def _holders(port: int, state: str) -> dict[int, int]:
+    """Pid -> how many TCP sockets on local ``port`` in ``state`` (``0A``:
+    listening, ``01``: established) it holds (``/proc``, Linux)."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
-            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            if fields[3] == state and int(fields[1].rsplit(":", 1)[1], 16) == port:
                 inodes.add(f"socket:[{fields[9]}]")
-    pids = set()
+    held: dict[int, int] = {}
     for fd_dir in Path("/proc").glob("[0-9]*/fd"):
         try:
-            links = {os.readlink(fd) for fd in fd_dir.iterdir()}
+            links = [os.readlink(fd) for fd in fd_dir.iterdir()]
         except OSError:
             continue
-        if links & inodes:
-            pids.add(int(fd_dir.parent.name))
-    return pids
+        # one socket per inode and process (a dup'ed descriptor is the same one)
+        count = len(set(links) & inodes)
+        if count:
+            held[int(fd_dir.parent.name)] = count
+    return held
 
 
-def test_serve_workers_listen_each_on_the_port_and_stop_cleanly(lake, tmp_path):
-    """``ctxledger serve --workers 2``: each worker process listens on its own
-    SO_REUSEPORT socket (so the kernel spreads connections over them), /pack
-    answers on every connection, and SIGTERM stops the server with every
-    worker's snapshot copy deleted."""
+def test_serve_workers_share_the_port_evenly_and_stop_cleanly(lake, tmp_path):
+    """``ctxledger serve --workers 2``: the supervisor and both worker
+    processes hold one listening socket, eight keep-alive connections land
+    four on each worker (``serving.balance``), /pack answers on every one,
+    and SIGTERM stops the server with every worker's snapshot copy
+    deleted."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -327,15 +331,26 @@ def test_serve_workers_listen_each_on_the_port_and_stop_cleanly(lake, tmp_path):
             assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
             assert time.monotonic() < deadline, "the workers did not start"
             time.sleep(0.5)
-        workers = _listeners(port)
-        assert len(workers) == 2 and proc.pid not in workers
+        listening = _holders(port, "0A")
+        assert len(listening) == 3 and proc.pid in listening  # one socket
         body = {"query": "rotate the build cache", "window_tokens": 300}
         url = f"http://127.0.0.1:{port}/pack"
-        for _ in range(8):  # a new connection each
-            with httpx.Client(timeout=30) as client:
-                answer = client.post(url, json=body, headers=ACME)
-                assert answer.status_code == 200, answer.text
-                assert answer.json()["manifest"]["tenant_id"] == "acme"
+        clients = [httpx.Client(timeout=30) for _ in range(8)]
+        try:
+            for _ in range(2):  # keep-alive: the same connection twice
+                for client in clients:
+                    answer = client.post(url, json=body, headers=ACME)
+                    assert answer.status_code == 200, answer.text
+                    assert answer.json()["manifest"]["tenant_id"] == "acme"
+            # the server's ends of the eight connections: four per worker
+            served = _holders(port, "01")
+            workers = set(listening) - {proc.pid}
+            assert {pid: served.get(pid, 0) for pid in workers} == dict.fromkeys(
+                workers, 4
+            ), served
+        finally:
+            for client in clients:
+                client.close()
         assert [p.name for p in tmp.glob("ctxledger-serve-*")]  # while serving
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -252,47 +252,6 @@ def test_serve_workers_gives_each_worker_process_its_own_context(monkeypatch, tm
     assert _Context.closed
 
 
-def test_each_worker_listens_on_its_own_socket_and_the_kernel_spreads_connections():
-    """What ``Workers`` rests on: sockets bound with SO_REUSEPORT share a
-    port, each new connection goes to one of the listening ones (by a hash of
-    its addresses, not to whichever process wakes first), a bound socket that
-    does not listen gets none, and a process without the option cannot take
-    the port."""
-    import errno
-    import socket
-
-    from ctxledger.serving.http import reuseport_socket
-
-    held = reuseport_socket("127.0.0.1", 0, listen=False)
-    port = held.getsockname()[1]
-    workers = [reuseport_socket("127.0.0.1", port) for _ in range(2)]
-    clients = []
-    try:
-        for _ in range(64):
-            clients.append(socket.create_connection(("127.0.0.1", port)))
-        accepted = []
-        for sock in workers:
-            sock.setblocking(False)
-            count = 0
-            while True:
-                try:
-                    conn, _ = sock.accept()
-                except BlockingIOError:
-                    break
-                conn.close()
-                count += 1
-            accepted.append(count)
-        assert sum(accepted) == 64 and min(accepted) > 0, accepted  # 2**-63 odds
-        other = socket.socket()
-        with pytest.raises(OSError) as taken:
-            other.bind(("127.0.0.1", port))
-        other.close()
-        assert taken.value.errno == errno.EADDRINUSE
-    finally:
-        for sock in [*clients, *workers, held]:
-            sock.close()
-
-
 def test_a_worker_that_cannot_start_stops_the_server(monkeypatch, tmp_path):
     """A worker that dies before it serves (here: no warehouse) would die
     the same way on every restart: the supervisor stops and says so."""
