@@ -16,6 +16,7 @@ every connection had a median of 101-103 ms.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -29,32 +30,38 @@ class FairQueue:
     ``call_soon`` callback, and the next one is scheduled only after it, so
     the loop polls its sockets (and reads newly arrived requests into the
     queue) between any two calls. A call whose caller stopped waiting
-    (cancelled: the client went away, the server is stopping) is skipped."""
+    (cancelled: the client went away, the server is stopping) is skipped.
+    Each event loop has a queue of its own (a server has one loop; tests
+    start one per ``TestClient``)."""
 
     def __init__(self) -> None:
-        self._waiting: deque[tuple[asyncio.Future[Any], Callable[..., Any], tuple]]
-        self._waiting = deque()
-        self._scheduled = False
+        self._queues: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, _LoopQueue
+        ] = weakref.WeakKeyDictionary()
         #: Calls run so far (tests and diagnostics).
         self.ran = 0
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return sum(len(q.waiting) for q in list(self._queues.values()))
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         loop = asyncio.get_running_loop()
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = _LoopQueue()
         future: asyncio.Future[Any] = loop.create_future()
-        self._waiting.append((future, fn, args))
-        if not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._next, loop)
+        queue.waiting.append((future, fn, args))
+        if not queue.scheduled:
+            queue.scheduled = True
+            loop.call_soon(self._next, loop, queue)
         return await future
 
-    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _next(self, loop: asyncio.AbstractEventLoop, queue: _LoopQueue) -> None:
         """Run the oldest call still wanted, then schedule the next turn."""
+        waiting = queue.waiting
         try:
-            while self._waiting:
-                future, fn, args = self._waiting.popleft()
+            while waiting:
+                future, fn, args = waiting.popleft()
                 if future.done():  # cancelled while it waited
                     continue
                 self.ran += 1
@@ -70,10 +77,21 @@ class FairQueue:
                         future.set_result(result)
                 break
         finally:
-            if self._waiting:
-                loop.call_soon(self._next, loop)
+            if waiting:
+                loop.call_soon(self._next, loop, queue)
             else:
-                self._scheduled = False
+                queue.scheduled = False
+
+
+class _LoopQueue:
+    """One loop's calls waiting, and whether a turn is scheduled for them."""
+
+    __slots__ = ("scheduled", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting: deque[tuple[asyncio.Future[Any], Callable[..., Any], tuple]]
+        self.waiting = deque()
+        self.scheduled = False
 
 
 __all__ = ["FairQueue"]

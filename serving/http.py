@@ -488,19 +488,20 @@ class Workers:
     """The supervisor of ``serve_workers``: ``count`` worker processes that
     share one listening socket, restarted when one dies.
 
-    Each worker accepts for itself, one connection at a time, only while it
-    holds no more connections than any other (``serving.balance``): keep-
-    alive connections stay where they land, and a worker's clients wait
-    about its connections times one pack per request, so the counts are
-    kept even. (A socket per worker with SO_REUSEPORT, the kernel choosing
-    by a hash of the addresses, left 50 connections 21 / 29 as often as
-    even; one socket left to uvicorn gave every waiting connection to the
-    first worker to wake.) The supervisor binds the socket; a worker listens
-    on it only once its ``Context`` is open, so no connection waits on a
-    worker still warming up (before the first one, connections are refused).
-    A worker that dies before it served (a bad warehouse, a port in use)
-    stops the server with an error, as uvicorn's supervisor does; one that
-    dies later is replaced, and its slot in the counts is cleared."""
+    Each worker accepts for itself, only while it holds no more connections
+    than the emptiest or fewer than its even share of those served and
+    waiting (``serving.balance``): keep-alive connections stay where they
+    land, and a worker's clients wait about its connections times one pack
+    per request, so the counts are kept even. (A socket per worker with
+    SO_REUSEPORT, the kernel choosing by a hash of the addresses, left 50
+    connections 21 / 29 as often as even; one socket left to uvicorn gave
+    every waiting connection to the first worker to wake.) The supervisor
+    binds the socket; a worker listens on it only once its ``Context`` is
+    open, so no connection waits on a worker still warming up (before the
+    first one, connections are refused). A worker that dies before it
+    served (a bad warehouse, a port in use) stops the server with an error,
+    as uvicorn's supervisor does; one that dies later is replaced, and its
+    slot in the counts is cleared."""
 
     def __init__(self, count: int, host: str, port: int):
         self.count, self.host, self.port = count, host, port

@@ -128,3 +128,24 @@ def test_a_cancelled_caller_is_skipped():
     ran, left = asyncio.run(main())
     assert ran == ["first", "last"]
     assert left == 0
+
+
+def test_each_event_loop_has_its_own_queue():
+    """A queue outlives a loop (each ``TestClient`` runs its own): a loop
+    that stopped with a turn still pending does not hold up the next
+    loop's calls."""
+    queue = FairQueue()
+    first = asyncio.new_event_loop()
+    try:
+        task = first.create_task(queue.run(lambda: "never ran"))
+        first.call_soon(first.stop)  # after the task queued its call
+        first.run_forever()
+        assert len(queue) == 1  # its turn was scheduled, never taken
+        task.cancel()
+    finally:
+        first.close()
+
+    async def later():
+        return await asyncio.wait_for(queue.run(lambda: "ran"), timeout=5)
+
+    assert asyncio.run(later()) == "ran"
