@@ -104,7 +104,7 @@ async def _spread(
             sock.setblocking(False)
             await loop.sock_connect(sock, ("127.0.0.1", port))
             opened.append(sock)
-        for _ in range(200):  # until every connection was taken
+        for _ in range(1000):  # until every connection was taken (5 s at most)
             if sum(len(h) for h in held) == clients:
                 break
             await asyncio.sleep(0.005)
@@ -113,7 +113,7 @@ async def _spread(
         late.setblocking(False)
         await loop.sock_connect(late, ("127.0.0.1", port))
         opened.append(late)
-        for _ in range(200):
+        for _ in range(1000):
             if sum(len(h) for h in held) == clients + 1:
                 break
             await asyncio.sleep(0.005)
