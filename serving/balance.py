@@ -108,8 +108,6 @@ class BalancedAcceptor:
         self._pending = 0  # accepted, not yet seen by ``live``
         self._tasks: set[asyncio.Task] = set()
         self.closed = False
-        #: Connections this worker accepted (tests and diagnostics).
-        self.accepted = 0
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> None:
@@ -171,7 +169,6 @@ class BalancedAcceptor:
                 self._pause()
                 return
             conn.setblocking(False)
-            self.accepted += 1
             self._pending += 1
             self._publish()
             task = self._loop.create_task(self.serve(conn))

@@ -462,10 +462,6 @@ def serve_workers(
     Workers(workers, host, port).run()
 
 
-#: The listening socket's backlog (uvicorn's default).
-BACKLOG = 2048
-
-
 def bound_socket(host: str, port: int):
     """A TCP socket bound to ``host:port`` (SO_REUSEADDR), not yet listening:
     the workers of ``Workers`` listen on it once they can serve."""
@@ -621,7 +617,7 @@ def _balanced_server(config, sock, counts, slot: int):
             async def serve(conn) -> None:
                 await loop.connect_accepted_socket(protocol, sock=conn)
 
-            sock.listen(BACKLOG)
+            sock.listen(self.config.backlog)
             acceptor = BalancedAcceptor(
                 sock, counts, slot, lambda: len(self.server_state.connections), serve
             )
