@@ -3,7 +3,9 @@
 A warm /pack spends its time on ~160 candidates and their manifest items, so
 three steps run on arrays instead of per-row Python: the fused candidate rows
 (``Searcher.top_rows`` against ``Searcher.top``), the score rounding
-(``round6`` against ``round(x, 6)``), and the shingle overlap and closest
+(``round6`` against ``round(x, 6)``), every candidate's relevance in one
+matrix-vector product (against a dot per candidate, to float32 precision:
+another summation order may move the last bit), and the shingle overlap and closest
 cosine that ``_Greedy.add`` keeps per candidate (against sets and a loop).
 Each is checked here against the plain computation on random inputs, ties
 included (repeated texts and vectors), since a manifest must not change.
@@ -24,7 +26,9 @@ from ctxledger.serving.evidence_index import EvidenceIndex
 from ctxledger.serving.evidence_pack import (
     Candidate,
     _Greedy,
+    _relevance,
     _shingle_array,
+    _stacked,
     round6,
 )
 
@@ -53,6 +57,37 @@ def test_round6_is_round_to_six_places(values):
     assert all(
         _same_float(a, round(v, 6)) for a, v in zip(round6(values), values, strict=True)
     )
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 40), st.integers(1, 24))
+def test_relevance_is_each_candidates_clipped_cosine(seed, n, dim):
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, dim)).astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-6)
+    query = vectors[0] if n and seed % 3 == 0 else rng.standard_normal(dim)
+    query = (query / np.linalg.norm(query)).astype(np.float32)
+    got = _relevance(vectors, query)
+    assert len(got) == n
+    for value, row in zip(got, vectors, strict=True):
+        expected = max(0.0, min(1.0, float(row.dot(query))))
+        assert 0.0 <= value <= 1.0
+        assert value == pytest.approx(expected, abs=1e-6)
+    assert _relevance(np.zeros((0, dim), dtype=np.float32), query) == []
+
+
+def test_stacked_holds_each_candidates_float32_vector():
+    rng = np.random.default_rng(7)
+    rows = [rng.standard_normal(5) for _ in range(4)]  # float64 in, float32 out
+    candidates = [Candidate(
+        item_id=f"c{i}", kind="evidence", source="s", trust="trusted",
+        version="v1", text="t", token_count=1, vector=v, authority=1.0,
+        effective_from=None, content_key=f"k{i}",
+    ) for i, v in enumerate(rows)]  # fmt: skip
+    matrix = _stacked(candidates)
+    assert matrix.dtype == np.float32 and matrix.shape == (4, 5)
+    for got, v in zip(matrix, rows, strict=True):
+        assert np.array_equal(got, np.asarray(v, dtype=np.float32))
+    assert _stacked([]).shape == (0, 1)
 
 
 def _index(seed: int, n: int) -> EvidenceIndex:
