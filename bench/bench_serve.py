@@ -15,8 +15,9 @@ under 100 ms at 100k chunks, warm, 0 errors.
    after one warm-up pass over the list, ``--sweep`` client counts for
    ``--sweep-seconds`` each, then ``--clients`` for ``--seconds``. Per run:
    throughput, errors (any non-200 or transport error), p50/p95/p99, the
-   server's CPU per request (``/proc``) and the load generator's own, and
-   the most clients meeting the p99 target. The client (``--client``):
+   server's CPU per request (``/proc``) and the load generator's own, a
+   host speed probe before and after (``host_probe``), and the most clients
+   meeting the p99 target. The client (``--client``):
    ``raw`` (default), pre-encoded HTTP/1.1 keep-alive requests on asyncio
    connections that read only the status line and ``Content-Length``, like
    ``wrk``, on uvloop (~0.1 ms of CPU a request, on the server's cores;
@@ -411,6 +412,17 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
+def host_probe() -> float:
+    """CPU ms of a fixed pure-Python loop (~210 ms on a quiet spell here):
+    the shared machine's speed moves by ±10-30% within minutes, so each run
+    prints it before and after, and runs compare at similar probes."""
+    started = time.process_time()
+    total = 0
+    for i in range(5_000_000):
+        total += i * i % 7
+    return (time.process_time() - started) * 1000
+
+
 def cpu_by_process(pid: int) -> dict[int, float]:
     """User + system CPU seconds so far of a process and of each of its live
     descendants (the worker processes of ``serve --workers N``; ``/proc``)."""
@@ -504,12 +516,14 @@ def measured(
     """A load run, the server's CPU seconds over it (``/proc``) and the load
     generator's own (this process). Prints how the connections' median
     latencies spread, each server process's share of the CPU (workers that
-    got more connections work more) and the machine's load average (1 min)
-    before and after: the cores are shared, so it says what else ran."""
-    load = os.getloadavg()[0]
+    got more connections work more), the machine's load average (1 min)
+    and ``host_probe`` before and after: the cores are shared, so they say
+    what else ran and how fast the host was."""
+    load, probe = os.getloadavg()[0], host_probe()
     before, mine = cpu_by_process(pid), time.process_time()
     lat, errors = loader.run(clients, seconds, distinct)
     after = cpu_by_process(pid)
+    mine = time.process_time() - mine
     used = {p: after[p] - before.get(p, 0.0) for p in after}
     busy = sorted((v for v in used.values() if v >= 0.05), reverse=True)
     print(
@@ -517,9 +531,10 @@ def measured(
         f"{min(loader.spread, default=float('nan')):.0f}-"
         f"{max(loader.spread, default=float('nan')):.0f} ms; server CPU by "
         f"process {' / '.join(f'{v:.1f}' for v in busy)} s; load average "
-        f"{load:.1f} -> {os.getloadavg()[0]:.1f})"
+        f"{load:.1f} -> {os.getloadavg()[0]:.1f}; host probe {probe:.0f} -> "
+        f"{host_probe():.0f} ms)"
     )
-    return lat, errors, sum(used.values()), time.process_time() - mine
+    return lat, errors, sum(used.values()), mine
 
 
 def distinct_queries(wh: Path, n: int, avoid: list[str]) -> list[str]:
