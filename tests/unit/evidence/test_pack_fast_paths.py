@@ -1,14 +1,15 @@
 """The array paths ``pack`` takes for speed give what the plain ones give.
 
 A warm /pack spends its time on ~160 candidates and their manifest items, so
-three steps run on arrays instead of per-row Python: the fused candidate rows
+four steps run on arrays instead of per-row Python: the fused candidate rows
 (``Searcher.top_rows`` against ``Searcher.top``), the score rounding
-(``round6`` against ``round(x, 6)``), every candidate's relevance in one
-matrix-vector product (against a dot per candidate, to float32 precision:
-another summation order may move the last bit), and the shingle overlap and closest
-cosine that ``_Greedy.add`` keeps per candidate (against sets and a loop).
-Each is checked here against the plain computation on random inputs, ties
-included (repeated texts and vectors), since a manifest must not change.
+(``round6`` against ``round(x, 6)``), the shingle overlap and closest cosine
+that ``_Greedy.add`` keeps per candidate (against sets and a loop), and
+every candidate's relevance in one matrix-vector product (against a dot per
+candidate). Each is checked here against the plain computation on random
+inputs, ties included (repeated texts and vectors): the first three give the
+same values, since a manifest must not change; relevance agrees to float32
+precision (another summation order may move the last bit of a cosine).
 """
 
 from __future__ import annotations
