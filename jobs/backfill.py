@@ -258,11 +258,11 @@ def run_backfill(
         sized_worker_threads,
     )
     from ctxledger.pipelines.redact.keys import load_key
+    from ctxledger.pipelines.redact.registry import load_checked_policy
     from ctxledger.pipelines.sink.replace import BackfillScope, ReplacingCommit
-    from ctxledger.schemas.policy import load_policy
 
     started_at = datetime.now(UTC)
-    policy = load_policy(policy_file)
+    policy = load_checked_policy(policy_file)
     warehouse = Path(warehouse).resolve()
     progress("planning the backfill")
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:

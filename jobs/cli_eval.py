@@ -30,9 +30,9 @@ PolicyOpt = Annotated[
 
 
 def _policy(path: Path | None):
-    from ctxledger.schemas.policy import load_policy  # noqa: PLC0415
+    from ctxledger.pipelines.redact.registry import load_checked_policy  # noqa: PLC0415
 
-    return load_policy(path)
+    return load_checked_policy(path)
 
 
 @app.command("eval")

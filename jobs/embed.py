@@ -222,7 +222,7 @@ def run_embed(
     """Fill pending chunk and memory vectors in one snapshot (``encode``:
     tests pass a stub; default: the policy's model, loaded only when a text
     needs it). ``limit`` caps the distinct texts of each kind."""
-    from ctxledger.schemas.policy import load_policy
+    from ctxledger.pipelines.redact.registry import load_checked_policy
     from ctxledger.warehouse.catalog import Warehouse
     from ctxledger.warehouse.concurrency import retry_on_conflict
     from ctxledger.warehouse.evidence_api import lookup_embeddings
@@ -232,7 +232,7 @@ def run_embed(
     if limit is not None and limit < 1:
         raise ValueError("--limit must be >= 1")
     started = time.monotonic()
-    settings = load_policy(policy_file).evidence.embedding
+    settings = load_checked_policy(policy_file).evidence.embedding
     model = settings.model
     wh = Warehouse.open(warehouse, catalog=catalog, data_path=data_path)
     try:

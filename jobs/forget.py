@@ -29,7 +29,7 @@ def run_forget(
     data_path: str | None = None,
 ) -> ErasureReceipt:
     """Erase ``subject_id`` of ``tenant_id``; return the stored receipt."""
-    from ctxledger.schemas.policy import load_policy
+    from ctxledger.pipelines.redact.registry import load_checked_policy
     from ctxledger.warehouse.catalog import Warehouse
     from ctxledger.warehouse.memory_api import erase_subject
 
@@ -42,7 +42,7 @@ def run_forget(
         subject_id,
         catalog=catalog,
         data_path=data_path,
-        settings=load_policy(policy_file).memory,
+        settings=load_checked_policy(policy_file).memory,
         job_version=code_version(),
     )
 

@@ -78,10 +78,10 @@ def run_nightly(
     docs: str | Path | None = None,
 ) -> NightlyResult:
     """Process landing files the warehouse has not seen; commit them as one run."""
-    from ctxledger.schemas.policy import load_policy
+    from ctxledger.pipelines.redact.registry import load_checked_policy
 
     started_at = datetime.now(UTC)
-    policy = load_policy(policy_file)
+    policy = load_checked_policy(policy_file)
     warehouse = Path(warehouse).resolve()
     # One spelling of the catalog for every stage that attaches it (URL -> libpq).
     catalog = catalog_location(catalog) if catalog else None

@@ -19,7 +19,7 @@ from ctxledger.pipelines.ledger.replay import (
     replay,
 )
 from ctxledger.pipelines.ledger.store import load_sources, resolve_session
-from ctxledger.schemas.policy import load_policy
+from ctxledger.pipelines.redact.registry import load_checked_policy
 from ctxledger.schemas.transcript import Session
 from ctxledger.warehouse.catalog import Warehouse
 
@@ -45,7 +45,7 @@ def run_replay(
 ) -> ReplayOutcome:
     """Replay ``policies`` (default: all five kinds) over one session."""
     parsed = [parse_policy(p) for p in (policies or DEFAULT_POLICIES)]
-    settings = load_policy(policy_file).ledger
+    settings = load_checked_policy(policy_file).ledger
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         found = resolve_session(wh, session, tenant)
         sources = load_sources(wh, found)

@@ -226,14 +226,14 @@ class StreamJob:
         on_commit: Callable[[BatchReport], None],
     ):
         from ctxledger.pipelines.redact.keys import load_key
-        from ctxledger.schemas.policy import load_policy
+        from ctxledger.pipelines.redact.registry import load_checked_policy
 
         if window_seconds <= 0 or poll_seconds <= 0:
             raise ValueError("--window-seconds and --poll-seconds must be positive")
         self.landing = Path(landing).resolve()
         self.warehouse = Path(warehouse).resolve()
         self.policy_file = policy_file
-        self.policy = load_policy(policy_file)
+        self.policy = load_checked_policy(policy_file)
         self.key = load_key(Path(key_file) if key_file else None)
         self.key_file = key_file
         self.default_tenant = default_tenant

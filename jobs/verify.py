@@ -29,7 +29,8 @@ from ctxledger.pipelines.ledger.verify import (
     parse_summaries,
     reverify_entry,
 )
-from ctxledger.schemas.policy import Policy, load_policy
+from ctxledger.pipelines.redact.registry import load_checked_policy
+from ctxledger.schemas.policy import Policy
 from ctxledger.schemas.transcript import Session
 from ctxledger.warehouse.catalog import Warehouse
 
@@ -94,7 +95,7 @@ def verify_outside(
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> VerifyReport:
     """Audit outside summaries (``--summaries FILE``) against the warehouse."""
-    policy = load_policy(policy_file)
+    policy = load_checked_policy(policy_file)
     settings = policy.ledger
     good, bad = parse_summaries(Path(summaries).read_text(encoding="utf-8"))
     report = VerifyReport()
@@ -155,7 +156,7 @@ def verify_stored(
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> VerifyReport:
     """Re-verify the stored ledger entries against the current sources."""
-    settings = load_policy(policy_file).ledger
+    settings = load_checked_policy(policy_file).ledger
     report = VerifyReport()
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         if session is not None:

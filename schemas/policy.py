@@ -4,7 +4,18 @@ A policy is loaded from YAML (``load_policy``). Its ``policy_version`` is the hu
 label plus a short content hash of the canonical JSON of the whole policy, so two
 files that differ in any setting get different versions, and re-saving the same
 settings (other key order, comments) keeps the version: the hash, not the file,
-is the identity (DESIGN §3.7).
+is the identity (DESIGN §3.7). A policy the jobs load also carries the fingerprint
+of the detector that applies it (``with_detector``; computed by
+``pipelines.redact.fingerprint``), appended to the version as ``.<hex8>``: the
+same file under changed recognizer code, lexicons or model packages is another
+version, so rows redacted by an older detector can be told apart (issue 29).
+
+Loading fails closed (``PolicyError``): a file that parses to nothing, is not a
+mapping, names no entity type (or only ``keep`` ones), or breaks the model is an
+error, one line per problem, each naming ``file:line``. Entity types and secret
+recognizer names are checked against the detectors' registry when the caller
+passes one (``pipelines.redact.registry.load_checked_policy`` does; schemas
+cannot import the stage that owns the registry).
 
 Sections:
 
@@ -29,13 +40,23 @@ Sections:
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+from collections.abc import Collection
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ctxledger.schemas.base import canonical_json
 from ctxledger.schemas.evidence import EvidenceSettings
@@ -205,6 +226,9 @@ class Policy(_Strict):
     evidence: EvidenceSettings = EvidenceSettings()
     #: The source registry rows are stamped with at write time (docs/sources.md).
     sources: SourceRegistry = SourceRegistry()
+    #: Fingerprint of the detector that applies this policy (``with_detector``);
+    #: not a setting (a file cannot set it) and not part of ``content_hash``.
+    _detector: str = PrivateAttr(default="")
 
     @model_validator(mode="after")
     def _json_key_types_listed(self) -> Policy:
@@ -221,8 +245,21 @@ class Policy(_Strict):
 
     @property
     def policy_version(self) -> str:
-        """``"{version}+{sha256(canonical policy json)[:8]}"``."""
-        return f"{self.version}+{self.content_hash[:8]}"
+        """``"{version}+{sha256(canonical policy json)[:8]}"``, then
+        ``".{detector[:8]}"`` when a detector fingerprint is attached."""
+        base = f"{self.version}+{self.content_hash[:8]}"
+        return f"{base}.{self._detector[:8]}" if self._detector else base
+
+    @property
+    def detector(self) -> str:
+        """The attached detector fingerprint (full hex), or ``""``."""
+        return self._detector
+
+    def with_detector(self, fingerprint: str) -> Policy:
+        """A copy whose ``policy_version`` also names ``fingerprint``."""
+        copy = self.model_copy()
+        copy._detector = fingerprint
+        return copy
 
     def rule(self, entity_type: str) -> EntityRule | None:
         """The rule for ``entity_type``, or None when the type is not listed."""
@@ -246,13 +283,227 @@ def policy_from_mapping(data: dict[str, Any]) -> Policy:
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load_policy(path: str | Path | None = None) -> Policy:
-    """Load a policy YAML file; ``None`` loads the packaged default policy."""
-    source = Path(path) if path is not None else DEFAULT_POLICY_PATH
-    with source.open("r", encoding="utf-8") as handle:
+class PolicyError(ValueError):
+    """A policy file that must not be used; ``problems`` holds one line each,
+    ``file:line: where: what``, and ``str()`` joins them with newlines."""
+
+    def __init__(self, problems: Collection[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class DetectorRegistry(Protocol):
+    """What the detectors can do, for checking a policy against them
+    (``pipelines.redact.registry.REGISTRY``)."""
+
+    def unknown_entity_types(
+        self, names: Collection[str], language: str
+    ) -> frozenset[str]:
+        """The names no detector produces."""
+
+    def known_entity_types(self) -> frozenset[str]:
+        """Types our own detectors produce (for "did you mean" hints)."""
+
+    @property
+    def secret_rules(self) -> frozenset[str]:
+        """Names of the secret detectors ``pii.secrets.recognizers`` switches."""
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
+    """1-based line of the deepest node of ``loc`` that exists in ``root``
+    (a mapping key's own line for the last step, so an unknown key points at
+    itself)."""
+    node, line = root, 1
+    if node is not None:
+        line = node.start_mark.line + 1
+    for step in loc:
+        if isinstance(node, yaml.MappingNode) and isinstance(step, str):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == step:
+                    line, node = key.start_mark.line + 1, value
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+            if not 0 <= step < len(node.value):
+                return line
+            node = node.value[step]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    if node is not None and not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        line = node.start_mark.line + 1
+    return line
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for step in loc:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        else:
+            out += ("." if out else "") + str(step)
+    return out
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict | list | tuple):
+        return ""
+    text = repr(value)
+    return f" (got {text[:40]}{'...' if len(text) > 40 else ''})"
+
+
+class _Problems:
+    """Collects ``file:line: where: what`` lines; the YAML node tree (for line
+    numbers) is composed only when there is something to report."""
+
+    def __init__(self, source: Path, text: str) -> None:
+        self.source, self.text = source, text
+        self._found: list[tuple[int, str]] = []
+        self._root: yaml.Node | None | bool = False
+
+    def root(self) -> yaml.Node | None:
+        if self._root is False:
+            self._root = yaml.compose(self.text, Loader=_SAFE_LOADER)
+        return self._root  # type: ignore[return-value]
+
+    def add(self, loc: tuple[Any, ...], message: str) -> None:
+        line = _line_of(self.root(), loc)
+        where = f"{_where(loc)}: " if loc else ""
+        self._found.append((line, f"{self.source}:{line}: {where}{message}"))
+
+    @property
+    def lines(self) -> list[str]:
+        """The problems in file order."""
+        return [text for _, text in sorted(self._found, key=lambda f: f[0])]
+
+
+def _validation_problems(problems: _Problems, exc: ValidationError) -> None:
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        message = error["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        if error["type"] == "extra_forbidden":
+            message = "unknown setting (a typo?)"
+        elif error["type"] not in ("missing",):
+            message += _shown(error.get("input"))
+        problems.add(loc, message)
+
+
+def _mapping(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _registry_problems(
+    problems: _Problems, data: dict, registry: DetectorRegistry
+) -> None:
+    """Names no detector knows, read from the parsed file itself, so they are
+    reported together with any model errors."""
+    pii = _mapping(data.get("pii"))
+    language = pii.get("language") if isinstance(pii.get("language"), str) else "en"
+    entities = pii.get("entities") if isinstance(pii.get("entities"), list) else []
+    types = {
+        i: rule["type"]
+        for i, rule in enumerate(entities)
+        if isinstance(rule, dict) and isinstance(rule.get("type"), str)
+    }
+    json_keys = {
+        k: v for k, v in _mapping(pii.get("json_keys")).items() if isinstance(v, str)
+    }
+    unknown = registry.unknown_entity_types(
+        {*types.values(), *json_keys.values()}, language
+    )
+    known = sorted(registry.known_entity_types())
+
+    def hint(name: str) -> str:
+        close = difflib.get_close_matches(name, known, n=1)
+        return f" (did you mean {close[0]}?)" if close else ""
+
+    for i, etype in types.items():
+        if etype in unknown:
+            problems.add(
+                ("pii", "entities", i, "type"),
+                f"unknown entity type {etype!r}: no detector produces it" + hint(etype),
+            )
+    for key, etype in json_keys.items():
+        if etype in unknown:
+            problems.add(
+                ("pii", "json_keys", key),
+                f"unknown entity type {etype!r}" + hint(etype),
+            )
+    switches = _mapping(_mapping(pii.get("secrets")).get("recognizers"))
+    for name in sorted(set(map(str, switches)) - registry.secret_rules):
+        problems.add(
+            ("pii", "secrets", "recognizers", name),
+            f"unknown secret recognizer {name!r}",
+        )
+
+
+def _parse(source: Path, text: str) -> Any:
+    try:
         # libyaml's safe loader when built in: same YAML, about 10x faster on
         # the default policy, which every job and worker loads.
-        data = yaml.load(handle, Loader=_SAFE_LOADER) or {}
+        return yaml.load(text, Loader=_SAFE_LOADER)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else str(source)
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        started = getattr(exc, "context_mark", None)
+        if context and started is not None and started is not mark:
+            context += f" at line {started.line + 1}"
+        raise PolicyError(
+            [f"{where}: YAML error: {what}" + (f" ({context})" if context else "")]
+        ) from None
+
+
+def load_policy(
+    path: str | Path | None = None, *, registry: DetectorRegistry | None = None
+) -> Policy:
+    """Load and check a policy YAML file; ``None`` loads the packaged default.
+
+    Raises ``PolicyError`` (one ``file:line: ...`` line per problem) for a
+    file that is empty, not a mapping, invalid, names no entity type or only
+    ``keep`` ones, or (with ``registry``) names an entity type or secret
+    recognizer no detector knows. Jobs load through
+    ``pipelines.redact.registry.load_checked_policy``, which passes the
+    registry and attaches the detector fingerprint.
+    """
+    source = Path(path) if path is not None else DEFAULT_POLICY_PATH
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise PolicyError([f"{source}: cannot read the policy: {reason}"]) from None
+    data = _parse(source, text)
+    problems = _Problems(source, text)
+    if data is None:
+        problems.add((), "the policy is empty: it must name the entity types "
+                     "to redact under pii.entities")  # fmt: skip
+        raise PolicyError(problems.lines)
     if not isinstance(data, dict):
-        raise ValueError(f"policy file {source} must hold a mapping")
-    return policy_from_mapping(data)
+        kind = type(data).__name__
+        problems.add((), f"the policy must be a mapping of settings, not a {kind}")
+        raise PolicyError(problems.lines)
+    if registry is not None:
+        _registry_problems(problems, data, registry)
+    try:
+        policy = policy_from_mapping(data)
+    except ValidationError as exc:
+        _validation_problems(problems, exc)
+        raise PolicyError(problems.lines) from None
+    if not policy.pii.entities:
+        problems.add(
+            ("pii", "entities"),
+            "names no entity type: nothing would be redacted (list the types "
+            "to detect, as in policies/default.yaml)",
+        )
+    elif all(rule.operator == "keep" for rule in policy.pii.entities):
+        problems.add(
+            ("pii", "entities"),
+            "every entity type is 'keep': nothing would be redacted",
+        )
+    if problems.lines:
+        raise PolicyError(problems.lines)
+    return policy

@@ -159,7 +159,7 @@ def commit_run(
         files_skipped=files_skipped,
         runner=runner,
     )
-    from ctxledger.schemas.policy import load_policy
+    from ctxledger.pipelines.redact.registry import load_checked_policy
     from ctxledger.warehouse.retention import (
         RetentionCounts,
         expire_history,
@@ -168,7 +168,7 @@ def commit_run(
     )
     from ctxledger.warehouse.sources import store_first_registry
 
-    policy = load_policy(config.policy_file)
+    policy = load_checked_policy(config.policy_file)
     now = datetime.now(UTC)
     history = RetentionCounts()
     purged: list[RetentionCounts] = [history]

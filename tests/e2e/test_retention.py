@@ -312,7 +312,10 @@ def test_debris_of_crashed_runs_goes_at_once_or_after_the_grace_period(tmp_path)
 
 def test_the_commit_step_purges_inside_the_runs_own_snapshot(artifacts_wh, tmp_path):
     policy_file = tmp_path / "policy.yaml"
-    policy_file.write_text("retention:\n  artifacts_days: 30\n")
+    # a policy file must name what it redacts (it fails closed otherwise)
+    policy_file.write_text(
+        "pii:\n  entities: [{type: PERSON}]\nretention:\n  artifacts_days: 30\n"
+    )
     policy = Policy(retention=RetentionSettings(artifacts_days=30))
     config = JobConfig(
         job="nightly",

@@ -1,0 +1,115 @@
+"""The detector fingerprint that ``policy_version`` carries (issue 29).
+
+Why: the policy file alone does not say how text was redacted; recognizer
+code, lexicons and model packages do too. The fingerprint is a sha256 over
+
+* the bytes of every file under ``pipelines/redact/`` (code, lexicons, data,
+  the packaged default policy), by sorted relative path, ``__pycache__`` and
+  compiled files left out;
+* the installed versions of the distributions those files import (found by
+  reading their import statements, so a new dependency of a detector counts
+  without a list to keep; ``apache_beam``, the runner, is not a detector);
+* the spaCy model package the policy names, with its version.
+
+Thresholds in code are in the source bytes; thresholds in the policy are in the
+policy hash. Nothing depends on mtimes, paths outside the package, hash seeds
+or the machine, and it is computed once per process (``detector_fingerprint``
+is cached; a pickled ``Policy`` carries the value to Beam workers).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from functools import cache
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
+from pathlib import Path
+
+#: The folder whose files are the detector.
+REDACT_DIR = Path(__file__).resolve().parent
+#: Imported by the detector's files but not part of what it detects.
+NOT_DETECTOR = frozenset({"apache_beam", "ctxledger", "__future__"})
+#: Always part of the detector (imported lazily or through presidio).
+BASE_DISTRIBUTIONS = ("presidio-analyzer", "presidio-anonymizer", "spacy")
+
+
+def detector_files(root: Path = REDACT_DIR) -> list[Path]:
+    """Every file of the detector under ``root``, by sorted relative path."""
+    files = [
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and "__pycache__" not in p.relative_to(root).parts
+        and p.suffix not in (".pyc", ".pyo")
+    ]
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+def files_digest(files: Sequence[Path], root: Path) -> str:
+    """sha256 over (relative path, size, bytes) of ``files``."""
+    digest = hashlib.sha256()
+    for path in files:
+        data = path.read_bytes()
+        name = path.relative_to(root).as_posix().encode("utf-8")
+        digest.update(b"%s\0%d\0" % (name, len(data)))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def imported_modules(files: Iterable[Path]) -> list[str]:
+    """Top-level modules the Python ``files`` import (function bodies too)."""
+    names: set[str] = set()
+    for path in files:
+        if path.suffix != ".py":
+            continue
+        for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return sorted(names - NOT_DETECTOR)
+
+
+def _canonical(dist: str) -> str:
+    """PEP 503 name: ``presidio_analyzer`` and ``presidio-analyzer`` are one."""
+    return re.sub(r"[-_.]+", "-", dist).lower()
+
+
+def _version(dist: str) -> str:
+    for name in (dist, dist.replace("_", "-"), dist.replace("-", "_")):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return "absent"
+
+
+def distribution_versions(modules: Iterable[str], extra: Iterable[str] = ()) -> dict:
+    """``{distribution: version}`` for ``modules`` (stdlib ones map to none)
+    and the ``extra`` distributions."""
+    owners = packages_distributions()
+    dists = {_canonical(d) for d in extra}
+    for module in modules:
+        dists.update(_canonical(d) for d in owners.get(module, ()))
+    return {d: _version(d) for d in sorted(dists)}
+
+
+def fingerprint(ner_model: str, root: Path = REDACT_DIR) -> str:
+    """The detector fingerprint (sha256 hex) of the files under ``root``."""
+    files = detector_files(root)
+    payload = {
+        "files": files_digest(files, root),
+        "packages": distribution_versions(imported_modules(files), BASE_DISTRIBUTIONS),
+        "ner_model": [ner_model, _version(ner_model)],
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@cache
+def detector_fingerprint(ner_model: str) -> str:
+    """``fingerprint`` of the installed detector, once per process and model."""
+    return fingerprint(ner_model)
