@@ -12,6 +12,12 @@ Scope: landing files first processed on or after ``since`` (all when unset), of
 files (Claude Code) is re-derived from all of them, or it would lose the
 messages of the files left out. Files that can no longer be found stop the job
 unless ``skip_missing``; then every session they fed keeps its current rows.
+
+``stale``: only landing files whose latest derivation (the newest committed run
+that read them, nightly or backfill) ran under another ``policy_version`` than
+the given policy's: another policy file or another detector (the version names
+both, ``schemas.policy``). Such a backfill records its run and the files it
+read even when nothing differs, so a second ``--stale`` finds nothing to do.
 """
 
 from __future__ import annotations
@@ -59,6 +65,9 @@ class StoredFile:
     tenant_id: str
     first_seen: datetime
     landings: tuple[str, ...]
+    #: The newest committed run that derived this file, and its policy version.
+    latest_run: str = ""
+    latest_version: str = ""
 
 
 @dataclass
@@ -88,20 +97,22 @@ def stored_files(wh: Warehouse) -> list[StoredFile]:
     # Entries with no bytes (refused FIFOs, broken or escaping symlinks: see
     # docs/landing.md; empty files) fed no session: nothing to re-derive.
     rows = wh.query(
-        "SELECT lf.file_hash, lf.path, lf.tenant_id, r.started_at, r.config "
+        "SELECT lf.file_hash, lf.path, lf.tenant_id, r.started_at, r.config, "
+        "r.run_id, r.policy_version "
         "FROM landing_files lf JOIN runs r USING (run_id) "
         "WHERE lf.status = 'processed' AND r.status = 'committed' "
         "AND NOT (lf.size_bytes = 0 AND lf.records_out = 0) "
-        "ORDER BY r.started_at"
+        "ORDER BY r.started_at, r.run_id"
     ).fetchall()
     # One file per landing identity: the same bytes under two tenants are two.
     files: dict[tuple[str, str], StoredFile] = {}
-    for file_hash, path, tenant, started, config in rows:
+    for file_hash, path, tenant, started, config, run_id, version in rows:
         landing = json.loads(config or "{}").get("landing")
         found = files.get((file_hash, path))
         if found is None:
             found = StoredFile(file_hash, path, tenant, started, ())
             files[(file_hash, path)] = found
+        found.latest_run, found.latest_version = run_id, version or ""
         if landing and landing not in found.landings:
             found.landings = (*found.landings, landing)
     return list(files.values())
@@ -184,17 +195,21 @@ def plan_backfill(
     tenant: str | None = None,
     landing: str | Path | None = None,
     skip_missing: bool = False,
+    stale_version: str | None = None,
 ) -> BackfillPlan:
-    """Choose the files and sessions a backfill re-derives (module docstring)."""
+    """Choose the files and sessions a backfill re-derives (module docstring);
+    ``stale_version``: only files last derived under another version."""
     plan = BackfillPlan(base_snapshot=wh.current_snapshot())
     files = [f for f in stored_files(wh) if tenant is None or f.tenant_id == tenant]
+    chosen_seeds = files
     if since is not None:
         if not isinstance(since, datetime):
             since = datetime.combine(since, time.min, tzinfo=UTC)
         start = _as_utc(since)
-        seeds = {(f.tenant_id, f.path) for f in files if _as_utc(f.first_seen) >= start}
-    else:
-        seeds = {(f.tenant_id, f.path) for f in files}
+        chosen_seeds = [f for f in files if _as_utc(f.first_seen) >= start]
+    if stale_version is not None:
+        chosen_seeds = [f for f in chosen_seeds if f.latest_version != stale_version]
+    seeds = {(f.tenant_id, f.path) for f in chosen_seeds}
     edges = session_graph(wh)
     in_scope, sessions = close_over_sessions(seeds, edges)
     chosen = [f for f in files if (f.tenant_id, f.path) in in_scope]
@@ -239,6 +254,7 @@ def run_backfill(
     tenant: str | None = None,
     landing: str | Path | None = None,
     skip_missing: bool = False,
+    stale: bool = False,
     key_file: str | Path | None = None,
     catalog: str | None = None,
     data_path: str | None = None,
@@ -268,7 +284,12 @@ def run_backfill(
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         wh.ensure_tables()
         plan = plan_backfill(
-            wh, since=since, tenant=tenant, landing=landing, skip_missing=skip_missing
+            wh,
+            since=since,
+            tenant=tenant,
+            landing=landing,
+            skip_missing=skip_missing,
+            stale_version=policy.policy_version if stale else None,
         )
     result = BackfillResult(plan=plan, policy_version=policy.policy_version)
     if not plan.items:
@@ -303,6 +324,7 @@ def run_backfill(
         base_snapshot=plan.base_snapshot,
         memory_settings=policy.memory,
         now=now or datetime.now(UTC),
+        record_unchanged=stale,
     )
     try:
         # Threads per local worker and per-stage progress lines as the nightly.
@@ -351,3 +373,47 @@ def load_changes(wh: Warehouse, run_id: str) -> list[BackfillChange]:
     if hasattr(table, "read_all"):
         table = table.read_all()
     return [BackfillChange.model_validate(r) for r in table.to_pylist()]
+
+
+def detector_of(policy_version: str) -> str:
+    """The detector part of a ``policy_version`` (``""`` when it names none:
+    a run from before versions named the detector)."""
+    _, _, rest = policy_version.partition("+")
+    return rest.partition(".")[2]
+
+
+@dataclass
+class StaleHistory:
+    """Landing files last derived under another policy version than the
+    current one, split by why (``ctxledger runs`` prints it)."""
+
+    current: str
+    #: run id -> (its policy_version, files it is the latest derivation of)
+    other_detector: dict[str, tuple[str, int]] = field(default_factory=dict)
+    other_policy: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def files(self) -> int:
+        """Files a ``backfill --stale`` would start from."""
+        runs = (*self.other_detector.values(), *self.other_policy.values())
+        return sum(n for _, n in runs)
+
+
+def stale_history(wh: Warehouse, policy_version: str) -> StaleHistory:
+    """Which committed runs still own the latest derivation of some landing
+    file under another version than ``policy_version``."""
+    out = StaleHistory(current=policy_version)
+    if not {"landing_files", "runs"} <= set(wh.existing_tables()):
+        return out
+    detector = detector_of(policy_version)
+    for f in stored_files(wh):
+        if f.latest_version == policy_version:
+            continue
+        bucket = (
+            out.other_detector
+            if detector_of(f.latest_version) != detector
+            else out.other_policy
+        )
+        _, n = bucket.get(f.latest_run, (f.latest_version, 0))
+        bucket[f.latest_run] = (f.latest_version, n + 1)
+    return out

@@ -274,9 +274,19 @@ def runs(
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
     output: ReadOutputOpt = ReadOutput.table,
+    policy: Annotated[
+        Path | None,
+        typer.Option(help="Policy to compare history with (default: packaged)."),
+    ] = None,
 ) -> None:
-    """Recent runs with their per-stage counts and snapshot ids."""
+    """Recent runs with their per-stage counts and snapshot ids, and which
+    history was redacted by another detector or policy than ``--policy``."""
+    from ctxledger.jobs.backfill import stale_history
+    from ctxledger.pipelines.redact.registry import load_checked_policy
+
+    current = load_checked_policy(policy).policy_version
     with _open(warehouse, catalog, data_path) as wh:
+        stale = stale_history(wh, current)
         rows = wh.query(
             "SELECT r.run_id, r.job, r.status, r.started_at, r.files_new, "
             "r.stage_counts, s.snapshot_id, r.error, "
@@ -322,6 +332,10 @@ def runs(
             describe(purge),
         )
     console.print(table)
+    from ctxledger.jobs.cli_policy import stale_lines
+
+    for line in stale_lines(stale):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _has_column(wh: Warehouse, table: str, column: str) -> bool:
@@ -641,6 +655,7 @@ def report(
 import ctxledger.jobs.cli_backfill  # noqa: E402, F401
 import ctxledger.jobs.cli_embed  # noqa: E402, F401
 import ctxledger.jobs.cli_eval  # noqa: E402, F401
+import ctxledger.jobs.cli_policy  # noqa: E402, F401
 import ctxledger.jobs.cli_serve  # noqa: E402, F401
 import ctxledger.jobs.cli_stream  # noqa: E402, F401
 

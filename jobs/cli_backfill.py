@@ -63,6 +63,14 @@ def backfill(
             help="Keep sessions whose raw files are gone as they are.",
         ),
     ] = False,
+    stale: Annotated[
+        bool,
+        typer.Option(
+            "--stale",
+            help="Only files last derived under another policy version (another "
+            "detector or policy; see `ctxledger runs`).",
+        ),
+    ] = False,
     key_file: KeyFileOpt = None,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
@@ -82,6 +90,7 @@ def backfill(
             tenant=tenant,
             landing=landing,
             skip_missing=skip_missing,
+            stale=stale,
             key_file=key_file,
             catalog=catalog,
             data_path=data_path,
@@ -104,6 +113,16 @@ def print_backfill(result: BackfillResult, seconds: float) -> None:
             f"[yellow]skipped[/] {len(plan.missing)} missing file(s); "
             f"{plan.skipped_sessions} session(s) kept as they were"
         )
+    if not plan.items and result.run_id is None:
+        console.print("[green]nothing to backfill[/]: no landing file in scope")
+        return
+    changed = [c for c in result.changes if c.added or c.removed or c.updated]
+    if result.snapshot_id is not None and not changed:
+        console.print(
+            f"run {result.run_id} committed snapshot {result.snapshot_id}: "
+            "no row differs; the files now count as derived by this version"
+        )
+        return
     if not result.changes:
         console.print("[green]no changes[/]: history already matches this policy")
         return

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from collections.abc import Collection
 from functools import cached_property
 from pathlib import Path
@@ -63,6 +64,9 @@ from ctxledger.schemas.evidence import EvidenceSettings
 from ctxledger.schemas.ledger import PROTECTED_KINDS, ProtectedKind
 from ctxledger.schemas.memory import MemorySettings
 from ctxledger.schemas.sources import SourceRegistry
+
+#: An entity type name (``PERSON``, ``US_SSN``).
+_TYPE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
 
 OperatorName = Literal["pseudonymize", "mask", "redact", "keep"]
 
@@ -88,7 +92,7 @@ class EntityRule(_Strict):
     the value but still records the finding.
     """
 
-    type: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    type: str = Field(pattern=_TYPE_PATTERN)
     score_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     operator: OperatorName = "pseudonymize"
     mask_char: str = Field(default="*", min_length=1, max_length=1)
@@ -391,6 +395,13 @@ def _validation_problems(problems: _Problems, exc: ValidationError) -> None:
         problems.add(loc, message)
 
 
+_TYPE_NAME = re.compile(_TYPE_PATTERN)
+
+
+def _is_type_name(value: Any) -> bool:
+    return isinstance(value, str) and _TYPE_NAME.match(value) is not None
+
+
 def _mapping(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -403,13 +414,14 @@ def _registry_problems(
     pii = _mapping(data.get("pii"))
     language = pii.get("language") if isinstance(pii.get("language"), str) else "en"
     entities = pii.get("entities") if isinstance(pii.get("entities"), list) else []
+    # Malformed names are the model's to report (one line per problem).
     types = {
         i: rule["type"]
         for i, rule in enumerate(entities)
-        if isinstance(rule, dict) and isinstance(rule.get("type"), str)
+        if isinstance(rule, dict) and _is_type_name(rule.get("type"))
     }
     json_keys = {
-        k: v for k, v in _mapping(pii.get("json_keys")).items() if isinstance(v, str)
+        k: v for k, v in _mapping(pii.get("json_keys")).items() if _is_type_name(v)
     }
     unknown = registry.unknown_entity_types(
         {*types.values(), *json_keys.values()}, language

@@ -21,7 +21,7 @@ from collections.abc import Collection
 from functools import cache
 from pathlib import Path
 
-from ctxledger.pipelines.redact.engine import OWN_TYPES
+from ctxledger.pipelines.redact import engine
 from ctxledger.pipelines.redact.fingerprint import detector_fingerprint
 from ctxledger.pipelines.redact.secrets import RULE_NAMES
 from ctxledger.schemas.policy import Policy, load_policy
@@ -49,13 +49,13 @@ class RedactRegistry:
 
     def known_entity_types(self) -> frozenset[str]:
         """Our own detectors' types (presidio's extra ones are not listed)."""
-        return frozenset(OWN_TYPES)
+        return frozenset(engine.OWN_TYPES)
 
     def unknown_entity_types(
         self, names: Collection[str], language: str
     ) -> frozenset[str]:
         """The names neither our detectors nor presidio's fallback produce."""
-        rest = frozenset(names) - OWN_TYPES
+        rest = frozenset(names) - engine.OWN_TYPES
         if not rest:
             return frozenset()
         return rest - presidio_types(language)

@@ -6,7 +6,9 @@ with the re-derived ones (``warehouse.replace``: only rows whose content differs
 change), appends the run's bookkeeping rows (landing files read, dead letters),
 re-runs the memory lifecycle (retention, consent, supersession) over the result,
 and stores the diff in ``backfill_diffs`` beside the ``runs`` row. If nothing
-differs it rolls back: an unchanged history gets no snapshot.
+differs it rolls back: an unchanged history gets no snapshot (unless
+``record_unchanged``: ``backfill --stale`` records that its files were
+re-derived under the current detector, or they would stay stale).
 
 Memory vectors are not content (``warehouse.replace.NOT_CONTENT``): a memory
 whose text and provenance are the same keeps its row, and its vector, even if
@@ -61,6 +63,9 @@ class BackfillScope:
     #: Embeds re-admitted memories (``MemoryVectors``); None: one for the
     #: run's policy (``JobConfig.policy_file``), loading the model only if used.
     memory_embed: object | None = None
+    #: Commit the run and the landing files it read even when nothing differs
+    #: (``backfill --stale``: the files now count as derived by this version).
+    record_unchanged: bool = False
 
 
 class _NothingChangedError(Exception):
@@ -311,7 +316,12 @@ class ReplacingCommit:
             )
             touched = sum(c.inserted + c.deleted for c in changes.values())
             touched += memory_vectors
-            if not touched and not appended and not lifecycle.changed:
+            if (
+                not touched
+                and not appended
+                and not lifecycle.changed
+                and not scope.record_unchanged
+            ):
                 raise _NothingChangedError
             inserted = {t: c.inserted for t, c in changes.items()}
             for table in ("landing_files", "memory_extractions"):
