@@ -180,6 +180,7 @@ KNOWN_IMPORT_TIME_CYCLES = (
         "ctxledger.jobs.cli_backfill",
         "ctxledger.jobs.cli_embed",
         "ctxledger.jobs.cli_eval",
+        "ctxledger.jobs.cli_policy",
         "ctxledger.jobs.cli_serve",
         "ctxledger.jobs.cli_stream",
     },
