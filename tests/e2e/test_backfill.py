@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from ctxledger.jobs.backfill import close_over_sessions, run_backfill
 from ctxledger.jobs.cli import app
 from ctxledger.jobs.nightly import run_nightly
-from ctxledger.schemas.policy import load_policy
+from ctxledger.pipelines.redact.registry import load_checked_policy
 from ctxledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
@@ -160,7 +160,8 @@ def test_redaction_diff_matches_sql_over_the_two_snapshots(history):
 
 def test_only_affected_messages_changed_and_they_carry_the_new_policy(history):
     base, new = history["base"], history["snapshot"]
-    new_version = load_policy(history["new"]).policy_version
+    # the version jobs stamp: the policy's hash and the detector's fingerprint
+    new_version = load_checked_policy(history["new"]).policy_version
     with Warehouse.open(history["warehouse"]) as wh:
         gone = wh.query(
             f"SELECT tenant_id, content FROM messages AT (VERSION => {base}) "
@@ -185,7 +186,8 @@ def test_only_affected_messages_changed_and_they_carry_the_new_policy(history):
         for t, c, v in added
     )
     assert diff[("tables", "messages")][:2] == (len(added), len(gone))
-    assert unchanged_versions == [(load_policy(history["old"]).policy_version,)]
+    old_version = load_checked_policy(history["old"]).policy_version
+    assert unchanged_versions == [(old_version,)]
 
 
 def test_shorter_retention_removes_exactly_the_expired_facts(history):
