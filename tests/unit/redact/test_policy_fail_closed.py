@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxledger.pipelines.redact import engine, registry
 from ctxledger.pipelines.redact.fingerprint import (
@@ -254,3 +256,47 @@ def test_the_default_policy_yaml_is_unchanged_by_loading():
         yaml.safe_load(yaml.safe_dump(policy.model_dump(mode="json")))
     )
     assert again.content_hash == policy.content_hash
+
+
+# -- bad input never escapes as anything but a PolicyError --------------------
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+    st.text(max_size=12),
+)  # fmt: skip
+_KEYS = st.sampled_from(
+    ["name", "pii", "entities", "type", "operator", "json_keys", "secrets",
+     "recognizers", "retention", "language", "PERSON", "x", 1]
+)  # fmt: skip
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=_VALUES)
+def test_any_parsed_shape_loads_or_fails_with_policy_error(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("prop") / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        policy = load_checked_policy(path)
+    except PolicyError as exc:
+        assert exc.problems
+        assert all(LINE.match(p) and "\n" not in p for p in exc.problems)
+    else:
+        assert policy.entity_types
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(max_size=80))
+def test_any_text_loads_or_fails_with_policy_error(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("prop") / "p.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        load_checked_policy(path)
+    except PolicyError as exc:
+        assert all("\n" not in p and p.startswith(str(path)) for p in exc.problems)
