@@ -9,7 +9,8 @@ code, lexicons and model packages do too. The fingerprint is a sha256 over
 * the installed versions of the distributions those files import (found by
   reading their import statements, so a new dependency of a detector counts
   without a list to keep; ``apache_beam``, the runner, is not a detector);
-* the spaCy model package the policy names, with its version;
+* the model packages the policy's ``pii`` section names (``ner_model``, and
+  any other ``*model*`` setting), with their versions;
 * the environment switches that turn a derived lexicon off (every
   ``off_env="..."`` the files pass to ``derived.load_derived``, as on/off).
 
@@ -30,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
+from typing import Any
 
 #: The folder whose files are the detector.
 REDACT_DIR = Path(__file__).resolve().parent
@@ -121,13 +123,15 @@ def distribution_versions(modules: Iterable[str], extra: Iterable[str] = ()) -> 
     return {d: _version(d) for d in sorted(dists)}
 
 
-def fingerprint(ner_model: str, root: Path = REDACT_DIR) -> str:
-    """The detector fingerprint (sha256 hex) of the files under ``root``."""
+def fingerprint(models: str | Sequence[str], root: Path = REDACT_DIR) -> str:
+    """The detector fingerprint (sha256 hex) of the files under ``root`` with
+    the model packages ``models`` (the policy's ``pii`` model settings)."""
+    models = [models] if isinstance(models, str) else sorted(set(models))
     files = detector_files(root)
     payload = {
         "files": files_digest(files, root),
         "packages": distribution_versions(imported_modules(files), BASE_DISTRIBUTIONS),
-        "ner_model": [ner_model, _version(ner_model)],
+        "models": [[m, _version(m)] for m in models],
         "switches": lexicon_switches(files),
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
@@ -135,6 +139,18 @@ def fingerprint(ner_model: str, root: Path = REDACT_DIR) -> str:
 
 
 @cache
-def detector_fingerprint(ner_model: str) -> str:
-    """``fingerprint`` of the installed detector, once per process and model."""
-    return fingerprint(ner_model)
+def detector_fingerprint(models: str | tuple[str, ...]) -> str:
+    """``fingerprint`` of the installed detector, once per process and models."""
+    return fingerprint(models)
+
+
+def policy_models(pii: Any) -> tuple[str, ...]:
+    """Model names a policy's ``pii`` section gives (``ner_model`` and any other
+    setting whose name says ``model``), for ``detector_fingerprint``."""
+    found: set[str] = set()
+    for key, value in pii.model_dump(mode="json").items():
+        if "model" not in key:
+            continue
+        values = value if isinstance(value, list) else [value]
+        found.update(v for v in values if isinstance(v, str) and v)
+    return tuple(sorted(found))

@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 
 from ctxledger.pipelines.redact import engine
-from ctxledger.pipelines.redact.fingerprint import detector_fingerprint
+from ctxledger.pipelines.redact.fingerprint import detector_fingerprint, policy_models
 from ctxledger.pipelines.redact.secrets import RULE_NAMES
 from ctxledger.schemas.policy import Policy, load_policy
 
@@ -69,4 +69,4 @@ def load_checked_policy(path: str | Path | None = None) -> Policy:
     the registry, with the detector fingerprint attached (raises
     ``schemas.policy.PolicyError``)."""
     policy = load_policy(path, registry=REGISTRY)
-    return policy.with_detector(detector_fingerprint(policy.pii.ner_model))
+    return policy.with_detector(detector_fingerprint(policy_models(policy.pii)))
