@@ -116,7 +116,11 @@ def print_backfill(result: BackfillResult, seconds: float) -> None:
     if not plan.items and result.run_id is None:
         console.print("[green]nothing to backfill[/]: no landing file in scope")
         return
-    changed = [c for c in result.changes if c.added or c.removed or c.updated]
+    changed = [
+        c
+        for c in result.changes
+        if c.added or c.removed or c.updated or c.before != c.after
+    ]
     if result.snapshot_id is not None and not changed:
         console.print(
             f"run {result.run_id} committed snapshot {result.snapshot_id}: "
