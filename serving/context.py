@@ -28,8 +28,26 @@ from ctxledger.schemas.sources import SourceRegistry
 from ctxledger.serving.memories import MemoryStore, MemoryView
 from ctxledger.serving.snapshot import Generation, SnapshotReader, is_missing_file
 from ctxledger.warehouse.catalog import Warehouse
+from ctxledger.warehouse.scopes import UnknownScope
 
 T = TypeVar("T")
+
+
+def as_time(value: datetime | str | int | float | None, name: str) -> datetime | None:
+    """``value`` as the HTTP API reads it (pydantic's datetime parsing: a
+    ``datetime``, an ISO date or date-time string, epoch seconds), so Python
+    callers and HTTP ones can pass the same ``as_of``/``at`` forms; a value
+    it cannot read is a ``ValueError`` naming ``name``."""
+    if value is None or isinstance(value, datetime):
+        return value
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(datetime).validate_python(value)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        raise ValueError(f"{name}: {reason} (got {value!r})") from None
+
 
 #: Per snapshot: the active source registry (one catalog query; it was a
 #: third of a warm pack when read per call). Two generations overlap at a swap.
@@ -136,6 +154,7 @@ class Context:
         """``memories`` and the snapshot id that answered."""
         from ctxledger.serving.memories import memories
 
+        at = as_time(at, "at")
         settings = self.policy.memory
         return self._read(
             lambda gen: memories(
@@ -178,6 +197,7 @@ class Context:
         """``search_evidence`` and the snapshot id that answered."""
         from ctxledger.serving.evidence_search import embed_query, search_evidence
 
+        as_of = as_time(as_of, "as_of")
         vector = embed_query(self.policy.evidence.embedding, query)
         return self._read(
             lambda gen: search_evidence(
@@ -193,6 +213,20 @@ class Context:
                 subject_id=subject_id,
             )
         )
+
+    #: ``search`` is ``search_evidence`` (the name the design and callers use).
+    search = search_evidence
+
+    def scope_problem(self, tenant_id: str, purpose: str) -> UnknownScope | None:
+        """Why ``memories(tenant_id, _, purpose)`` can never match: an unknown
+        tenant or purpose (``warehouse.scopes``); None when both are known.
+        Callers ask only after an empty answer (the CLI, the servers)."""
+        from ctxledger.warehouse.scopes import memory_scope_problem
+
+        purposes = self.policy.memory.purpose_names
+        return self._read(
+            lambda gen: memory_scope_problem(gen.wh, tenant_id, purpose, purposes)
+        )[0]
 
     def pack(self, request: PackRequest) -> ContextManifest:
         """``serving.evidence_pack.pack`` at the current snapshot."""

@@ -346,12 +346,20 @@ def create_app(
         tenant_id: str | None = None,
         at: Annotated[datetime | None, Query()] = None,
     ) -> MemoriesResponse:
-        """Memories of one subject a context builder may use for ``purpose``."""
+        """Memories of one subject a context builder may use for ``purpose``;
+        404 for a tenant with no data or a purpose neither the policy nor the
+        tenant's rows know (the known purposes named)."""
 
         def run() -> MemoriesResponse:
             tenant = tenant_for(caller, tenant_id)
             subject = subject_for(caller, subject_id, operators)
             view, snap = context.memories_at(tenant, subject, purpose, at)
+            if not view.items:
+                problem = context.scope_problem(tenant, purpose)
+                if problem is not None:
+                    # the token's own tenant only: never name the others
+                    named = problem.field != "tenant"
+                    raise HTTPException(404, problem.message(named))
             return memories_response(view, snap)
 
         return guard(run)

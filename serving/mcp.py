@@ -54,6 +54,10 @@ class ForbiddenError(ToolError):
     so the SDK passes its message to the client (other errors it hides)."""
 
 
+class NotFoundError(ToolError):
+    """An unknown tenant or purpose (the HTTP API's 404)."""
+
+
 class InvalidArgumentsError(ToolError):
     """Arguments outside the schema (the HTTP API's 422), the field named."""
 
@@ -116,6 +120,11 @@ def create_server(context: Context, principal: Principal) -> MCPServer:
         facts, hypotheses (model inferences) and conflicts to confirm."""
         tenant, subject = scoped(tenant_id, subject_id)
         view, snap = context.memories_at(tenant, subject or subject_id, purpose, at)
+        if not view.items:
+            problem = context.scope_problem(tenant, purpose)
+            if problem is not None:  # the HTTP API's 404, no other tenant named
+                named = problem.field != "tenant"
+                raise NotFoundError(f"404: {problem.message(named)}")
         return memories_response(view, snap)
 
     @server.tool()
