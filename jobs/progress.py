@@ -58,6 +58,9 @@ UNITS: dict[str, Unit] = {
         "sessions", done_tag=MAIN_TAG, out_tag="messages",
         total_of=("ingest", MAIN_TAG),
     ),
+    # one call per session / per artifact, of what redact emitted
+    "ledger": Unit("sessions", total_of=("redact", MAIN_TAG)),
+    "evidence_artifacts": Unit("artifacts", total_of=("redact", "artifacts")),
 }  # fmt: skip
 
 

@@ -67,20 +67,25 @@ def test_watcher_logs_one_line_per_stage_only_when_it_changed(tmp_path):
     lines: list[str] = []
     watcher = StageWatcher(tmp_path, lines.append, started=time.monotonic())
     assert watcher.poll() == []
-    ledger = _clock(tmp_path, "ledger", 3, outputs=30, dead=1)
+    gate = _clock(tmp_path, "memory_gate", 3, outputs=30, dead=1)
     _clock(tmp_path, "ingest", 2, outputs=3)
-    _clock(tmp_path, "ledger", 1, outputs=5)  # a second worker
+    _clock(tmp_path, "memory_gate", 1, outputs=5)  # a second worker
     first = watcher.poll()
-    assert [line.split(":")[0] for line in first] == ["stage ingest", "stage ledger"]
-    assert first[1].startswith("stage ledger: 4 in, 35 out, 1 dead (1.0s work) at ")
+    assert [line.split(":")[0] for line in first] == [
+        "stage ingest",
+        "stage memory_gate",
+    ]
+    assert first[1].startswith(
+        "stage memory_gate: 4 in, 35 out, 1 dead (1.0s work) at "
+    )
     assert watcher.poll() == []  # nothing changed, nothing logged
-    ledger.add(0.1, 2)
-    ledger.flush()
+    gate.add(0.1, 2)
+    gate.flush()
     (again,) = watcher.poll()
-    assert again.startswith("stage ledger: 6 in, 35 out, 1 dead")
+    assert again.startswith("stage memory_gate: 6 in, 35 out, 1 dead")
     settled = watcher.settle(
         [
-            StageTiming(stage="ledger", seconds=1.1, calls=6),
+            StageTiming(stage="memory_gate", seconds=1.1, calls=6),
             StageTiming(stage="commit", seconds=0.25, calls=1),
         ]
     )
@@ -93,11 +98,11 @@ def test_watcher_logs_one_line_per_stage_only_when_it_changed(tmp_path):
 def test_watch_stages_reports_while_the_body_runs(tmp_path):
     lines: list[str] = []
     with watch_stages(tmp_path, lines.append, interval=0.01):
-        _clock(tmp_path, "ledger", 4, outputs=4)
+        _clock(tmp_path, "memory_gate", 4, outputs=4)
         deadline = time.monotonic() + 5
         while not lines and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert lines and lines[0].startswith("stage ledger: 4 in, 4 out, 0 dead")
+        assert lines and lines[0].startswith("stage memory_gate: 4 in, 4 out, 0 dead")
     assert len(lines) == 1  # the final poll saw no change
 
 
