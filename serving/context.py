@@ -73,6 +73,9 @@ class Context:
         self._registries: dict[int, SourceRegistry] = {}
         self._registry_lock = threading.Lock()
         self._store_lock = threading.Lock()
+        #: (snapshot id, tenant) pairs ``scope_problem`` found known: a
+        #: miss for a new subject of a known tenant then costs no query.
+        self._known_tenants: set[tuple[int | None, str]] = set()
 
     @classmethod
     def open(
@@ -224,9 +227,17 @@ class Context:
         from ctxledger.warehouse.scopes import memory_scope_problem
 
         purposes = self.policy.memory.purpose_names
-        return self._read(
+        snapshot = self.snapshot_id
+        if purpose in purposes and (snapshot, tenant_id) in self._known_tenants:
+            return None  # an unknown subject of a known scope: no query
+        problem, _ = self._read(
             lambda gen: memory_scope_problem(gen.wh, tenant_id, purpose, purposes)
-        )[0]
+        )
+        if problem is None or problem.field != "tenant":
+            if len(self._known_tenants) > 10_000:  # tenants of old snapshots
+                self._known_tenants.clear()
+            self._known_tenants.add((snapshot, tenant_id))
+        return problem
 
     def pack(self, request: PackRequest) -> ContextManifest:
         """``serving.evidence_pack.pack`` at the current snapshot."""

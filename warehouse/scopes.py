@@ -92,8 +92,11 @@ def memory_scope_problem(
 ) -> UnknownScope | None:
     """Why a memories lookup for ``tenant_id`` and ``purpose`` cannot match:
     an unknown tenant, else an unknown purpose; None when both are known."""
+    policy_purposes = tuple(policy_purposes)
     if not tenant_known(wh, tenant_id):
         return UnknownScope("tenant", tenant_id, known_tenants(wh))
+    if purpose in policy_purposes:  # the common case: no scan of the rows
+        return None
     purposes = known_purposes(wh, tenant_id, policy_purposes)
     if purpose not in purposes:
         return UnknownScope("purpose", purpose, purposes)
