@@ -431,6 +431,7 @@ def _offline_docs(app: FastAPI) -> None:
     them from a CDN, so it was blank offline (issue 32)."""
     from importlib.resources import files
 
+    from fastapi import Request
     from fastapi.openapi.docs import get_swagger_ui_html
     from fastapi.responses import HTMLResponse
     from fastapi.staticfiles import StaticFiles
@@ -439,13 +440,14 @@ def _offline_docs(app: FastAPI) -> None:
     app.mount(DOCS_ASSETS, StaticFiles(directory=str(static)), name="docs-assets")
 
     @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")  # behind a proxy's prefix
         return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
+            openapi_url=root + (app.openapi_url or "/openapi.json"),
             title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
         )
 
 
