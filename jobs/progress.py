@@ -50,6 +50,12 @@ class Unit:
     done_tag: str | None = None
     out_tag: str | None = None
     total_of: tuple[str, str] | None = None
+    #: Outputs the final table counts as ``dead`` (memory_gate's rejections).
+    dead_tags: tuple[str, ...] = ()
+
+
+#: ``Unit.done_tag`` for a stage whose done count is its ``out + dead``.
+IN = "<in>"
 
 
 UNITS: dict[str, Unit] = {
@@ -61,6 +67,10 @@ UNITS: dict[str, Unit] = {
     # one call per session / per artifact, of what redact emitted
     "ledger": Unit("sessions", total_of=("redact", MAIN_TAG)),
     "evidence_artifacts": Unit("artifacts", total_of=("redact", "artifacts")),
+    # a candidate is stored (main) or rejected with a reason (dead)
+    "memory_gate": Unit(
+        "candidates", done_tag=IN, out_tag=MAIN_TAG, dead_tags=("memory_rejections",)
+    ),
 }  # fmt: skip
 
 
@@ -87,8 +97,12 @@ def describe_unit(
     (3,094 in) at 9.4s``: done / total once the total is known, the time left
     from the rate since the stage began (``running`` seconds), and the counts
     of the final table's row."""
-    done = progress.calls if unit.done_tag is None else progress.tagged(unit.done_tag)
     out = progress.tagged(unit.out_tag) if unit.out_tag else 0
+    dead = progress.dead + sum(progress.tagged(tag) for tag in unit.dead_tags)
+    if unit.done_tag is None:
+        done = progress.calls
+    else:
+        done = out + dead if unit.done_tag == IN else progress.tagged(unit.done_tag)
     head = f"stage {progress.stage}: {_count(done)}"
     if total:
         head += f" / {_count(total)} {unit.name} ({min(done / total, 1.0):.0%})"
@@ -97,10 +111,10 @@ def describe_unit(
     else:
         head += f" {unit.name}"
     if unit.out_tag is None:  # no final-table row in this unit: dead only
-        return f"{head}; {_count(progress.dead)} dead at {elapsed:.1f}s"
+        return f"{head}; {_count(dead)} dead at {elapsed:.1f}s"
     return (
-        f"{head}; {_count(out)} out, {_count(progress.dead)} dead "
-        f"({_count(out + progress.dead)} in) at {elapsed:.1f}s"
+        f"{head}; {_count(out)} out, {_count(dead)} dead "
+        f"({_count(out + dead)} in) at {elapsed:.1f}s"
     )
 
 

@@ -67,25 +67,25 @@ def test_watcher_logs_one_line_per_stage_only_when_it_changed(tmp_path):
     lines: list[str] = []
     watcher = StageWatcher(tmp_path, lines.append, started=time.monotonic())
     assert watcher.poll() == []
-    gate = _clock(tmp_path, "memory_gate", 3, outputs=30, dead=1)
+    gate = _clock(tmp_path, "memory_embed", 3, outputs=30, dead=1)
     _clock(tmp_path, "ingest", 2, outputs=3)
-    _clock(tmp_path, "memory_gate", 1, outputs=5)  # a second worker
+    _clock(tmp_path, "memory_embed", 1, outputs=5)  # a second worker
     first = watcher.poll()
     assert [line.split(":")[0] for line in first] == [
         "stage ingest",
-        "stage memory_gate",
+        "stage memory_embed",
     ]
     assert first[1].startswith(
-        "stage memory_gate: 4 in, 35 out, 1 dead (1.0s work) at "
+        "stage memory_embed: 4 in, 35 out, 1 dead (1.0s work) at "
     )
     assert watcher.poll() == []  # nothing changed, nothing logged
     gate.add(0.1, 2)
     gate.flush()
     (again,) = watcher.poll()
-    assert again.startswith("stage memory_gate: 6 in, 35 out, 1 dead")
+    assert again.startswith("stage memory_embed: 6 in, 35 out, 1 dead")
     settled = watcher.settle(
         [
-            StageTiming(stage="memory_gate", seconds=1.1, calls=6),
+            StageTiming(stage="memory_embed", seconds=1.1, calls=6),
             StageTiming(stage="commit", seconds=0.25, calls=1),
         ]
     )
@@ -98,11 +98,11 @@ def test_watcher_logs_one_line_per_stage_only_when_it_changed(tmp_path):
 def test_watch_stages_reports_while_the_body_runs(tmp_path):
     lines: list[str] = []
     with watch_stages(tmp_path, lines.append, interval=0.01):
-        _clock(tmp_path, "memory_gate", 4, outputs=4)
+        _clock(tmp_path, "memory_embed", 4, outputs=4)
         deadline = time.monotonic() + 5
         while not lines and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert lines and lines[0].startswith("stage memory_gate: 4 in, 4 out, 0 dead")
+        assert lines and lines[0].startswith("stage memory_embed: 4 in, 4 out, 0 dead")
     assert len(lines) == 1  # the final poll saw no change
 
 
@@ -145,3 +145,16 @@ def test_ingest_and_redact_show_done_of_total_in_the_final_tables_units(tmp_path
     assert ingest_line.startswith("stage ingest: 4 / 4 files (100%); 1 dead at ")
     assert redact_line.startswith("stage redact: 4 / 7 sessions (57%), ~")
     assert " left; 50 out, 2 dead (52 in) at " in redact_line
+
+
+def test_memory_gate_counts_candidates_stored_or_rejected(tmp_path):
+    """The final table's memory_gate row: candidates in, stored out,
+    rejections (and gate failures) dead."""
+    lines: list[str] = []
+    gate = StageClock(tmp_path, "memory_gate")
+    gate.add(0.1, 4)  # 4 subjects
+    gate.count([_Tagged(None)] * 8 + [_Tagged("memory_rejections")] * 12)
+    gate.count([_Tagged("dead_letter")])
+    gate.flush()
+    (line,) = StageWatcher(tmp_path, lines.append).poll()
+    assert line.startswith("stage memory_gate: 21 candidates; 8 out, 13 dead (21 in)")
