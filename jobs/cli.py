@@ -122,8 +122,31 @@ def _allow_weak_key(allow: bool) -> None:
         os.environ[ALLOW_WEAK_ENV] = "1"
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: the package, policy and detector versions, then exit."""
+    if value:
+        from ctxledger.jobs.version import version_lines
+
+        for line in version_lines():
+            console.print(line, highlight=False, markup=False)
+        raise typer.Exit()
+
+
+VersionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the package, policy and detector versions and exit.",
+    ),
+]
+
+
 @app.callback()
-def _options(allow_weak_key: AllowWeakKeyOpt = False) -> None:
+def _options(
+    allow_weak_key: AllowWeakKeyOpt = False, version: VersionOpt = False
+) -> None:
     """Options for every command: ``ctxledger --allow-weak-key nightly ...``."""
     _allow_weak_key(allow_weak_key)
 
@@ -131,6 +154,14 @@ def _options(allow_weak_key: AllowWeakKeyOpt = False) -> None:
 def _fail(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code=1)
+
+
+def _usage_error(message: str) -> None:
+    """A one-line error with rc 2: the arguments name nothing that exists."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(code=2)
 
 
 def _open(warehouse: Path, catalog: str | None, data_path: str | None) -> Warehouse:
@@ -590,13 +621,16 @@ def forget(
 ) -> None:
     """Erase a subject: memories, consent, sessions and derived rows, history
     (snapshots, files) included; stores and prints an erasure receipt."""
-    from ctxledger.jobs.forget import print_receipt, run_forget
+    from ctxledger.jobs.forget import NothingToEraseError, print_receipt, run_forget
 
-    with console.status("erasing", spinner="dots"):
-        receipt = run_forget(
-            warehouse, tenant, subject, policy_file=policy, catalog=catalog,
-            data_path=data_path,
-        )  # fmt: skip
+    try:
+        with console.status("erasing", spinner="dots"):
+            receipt = run_forget(
+                warehouse, tenant, subject, policy_file=policy, catalog=catalog,
+                data_path=data_path,
+            )  # fmt: skip
+    except NothingToEraseError as exc:
+        _usage_error(str(exc))
     print_receipt(receipt, console)
 
 
@@ -619,13 +653,17 @@ def memories(
     """Memories a context builder gets for a subject and purpose."""
     from datetime import datetime
 
-    from ctxledger.jobs.memories import show_memories
+    from ctxledger.jobs.memories import UnknownScopeError, show_memories
 
     when = datetime.fromisoformat(at) if at else None
-    show_memories(
-        warehouse, tenant, subject, purpose, console, at=when, policy_file=policy,
-        catalog=catalog, data_path=data_path, output=output.value,
-    )  # fmt: skip
+    try:
+        show_memories(
+            warehouse, tenant, subject, purpose, console, at=when,
+            policy_file=policy, catalog=catalog, data_path=data_path,
+            output=output.value,
+        )  # fmt: skip
+    except UnknownScopeError as exc:
+        _usage_error(str(exc))
 
 
 @app.command()

@@ -7,7 +7,6 @@ command and its printing live together).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -18,15 +17,30 @@ from rich.table import Table
 from ctxledger.jobs.cli import (
     CatalogOpt,
     DataPathOpt,
+    ReadOutputOpt,
     WarehouseOpt,
     _fail,
     app,
     console,
+    err_console,
 )
+from ctxledger.jobs.cli_support import ReadOutput, write_records
 
 PolicyOpt = Annotated[
     Path | None, typer.Option(help="Policy YAML (default: the packaged policy).")
 ]
+#: ``--json``: the old spelling of ``-o json``, kept working but hidden.
+JsonAliasOpt = Annotated[
+    bool, typer.Option("--json", hidden=True, help="Deprecated: use -o json.")
+]
+
+
+def _output(output: ReadOutput, as_json: bool) -> ReadOutput:
+    """``-o``, or ``json`` for the deprecated ``--json`` (with a warning)."""
+    if as_json:
+        err_console.print("warning: --json is deprecated; use -o json", markup=False)
+        return ReadOutput.json
+    return output
 
 
 def _policy(path: Path | None):
@@ -57,7 +71,8 @@ def eval_cases(
     ablate: Annotated[
         bool, typer.Option("--ablate", help="Also run ablations and perturbations.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: ReadOutputOpt = ReadOutput.table,
+    as_json: JsonAliasOpt = False,
     out: Annotated[
         Path | None,
         typer.Option(help="Write eval.json (and ablation.html) into this folder."),
@@ -66,7 +81,8 @@ def eval_cases(
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:
-    """Run context-builder cases: pass/fail per case and check; exit 1 on a failure."""
+    """Run context-builder cases: pass/fail per case and check; exit 1 on a
+    failure. ``-o json``: the whole report; ``-o jsonl``: one line per case."""
     from ctxledger.jobs.eval_cases import (  # noqa: PLC0415
         ablate as run_ablation,
     )
@@ -90,6 +106,8 @@ def eval_cases(
                 catalog=catalog,
                 data_path=data_path,
             )
+    output = _output(output, as_json)
+    as_json = output is not ReadOutput.table
     case_set = load_case_set(cases, tools, registry)
     pol = _policy(policy)
     wh = Warehouse.open(warehouse, catalog=catalog, data_path=data_path, read_only=True)
@@ -107,8 +125,10 @@ def eval_cases(
         for path in write_outputs(out, report, rows):
             if not as_json:
                 console.print(f"wrote {path}")
-    if as_json:
+    if output is ReadOutput.json:
         print(report_json(report, rows))
+    elif output is ReadOutput.jsonl:
+        write_records((r.model_dump(mode="json") for r in report.results), "jsonl")
     else:
         table = Table(title=f"eval {cases} (registry {report.registry_version})")
         for column in ("case", "check", "result", "reason"):
@@ -171,13 +191,15 @@ def sources(
             "--unregistered", help="List rows that fell through to the default source."
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: ReadOutputOpt = ReadOutput.table,
+    as_json: JsonAliasOpt = False,
     policy: PolicyOpt = None,
     catalog: CatalogOpt = None,
     data_path: DataPathOpt = None,
 ) -> None:
     """The source registry: list the active sources, store a new version, or
-    list what fell through to the default source."""
+    list what fell through to the default source. ``-o json|jsonl``: one
+    record per source (with its registry version) or per fall-through row."""
     from ctxledger.schemas.sources import load_registry  # noqa: PLC0415
     from ctxledger.warehouse.catalog import Warehouse  # noqa: PLC0415
     from ctxledger.warehouse.sources import (  # noqa: PLC0415
@@ -186,6 +208,7 @@ def sources(
         sync_registry,
     )
 
+    output = _output(output, as_json)
     pol = _policy(policy)
     if sync:
         chosen = load_registry(registry) if registry else pol.sources
@@ -207,8 +230,8 @@ def sources(
         wh.close()
     if unregistered:
         rows = [r for r in rows if r["source_id"] == active.default_source]
-        if as_json:
-            print(json.dumps(rows, indent=2, sort_keys=True, default=str))
+        if output is not ReadOutput.table:
+            write_records(rows, output.value)
             return
         table = Table(title=f"rows in the default source {active.default_source!r}")
         for column in ("table", "kind", "key", "rows"):
@@ -218,16 +241,10 @@ def sources(
         console.print(table)
         return
     specs = list(active.by_id.values())
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "registry_version": active.registry_version,
-                    "sources": [s.model_dump(mode="json") for s in specs],
-                },
-                indent=2,
-                sort_keys=True,
-            )
+    if output is not ReadOutput.table:
+        version = {"registry_version": active.registry_version}
+        write_records(
+            ({**version, **s.model_dump(mode="json")} for s in specs), output.value
         )
         return
     table = Table(title=f"sources (registry {active.registry_version})")

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from ctxledger.jobs.cli import CatalogOpt, DataPathOpt, WarehouseOpt, app
+from ctxledger.serving.limits import MAX_BODY_BYTES
 
 TOKEN_ENV = "CTXLEDGER_TOKEN"
 
@@ -56,14 +57,35 @@ def serve(
             "(default: the CPU cores this process may use).",
         ),
     ] = None,
+    max_body_bytes: Annotated[
+        int,
+        typer.Option(min=1, help="Largest request body accepted (else 413)."),
+    ] = MAX_BODY_BYTES,
+    rate_limit: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Requests per second per token in each worker (else 429 with "
+            "Retry-After); 0: no limit.",
+        ),
+    ] = 0.0,
+    rate_burst: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Requests a token may send at once (default: one second's worth).",
+        ),
+    ] = None,  # fmt: skip
 ) -> None:
     """Serve /memories, /search, /pack and /health as an HTTP JSON API
-    (OpenAPI at /openapi.json); never blocks the nightly."""
+    (OpenAPI at /openapi.json, docs at /docs); never blocks the nightly."""
     from ctxledger.serving import Context
     from ctxledger.serving.auth import Tokens
     from ctxledger.serving.http import serve as run_http
     from ctxledger.serving.http import serve_workers
+    from ctxledger.serving.limits import Limits
 
+    limits = Limits(max_body_bytes, rate_limit, rate_burst)
     table = Tokens.load(tokens)
     if workers is None:  # the cores this process may use (all where unknown)
         affinity = getattr(os, "sched_getaffinity", None)
@@ -71,14 +93,15 @@ def serve(
     if workers > 1:
         serve_workers(
             str(warehouse), str(tokens), workers=workers, host=host, port=port,
-            catalog=catalog, data_path=data_path, policy_file=policy, poll_s=poll,
+            limits=limits, catalog=catalog, data_path=data_path,
+            policy_file=policy, poll_s=poll,
         )  # fmt: skip
         return
     with Context.open(
         warehouse, catalog=catalog, data_path=data_path, policy_file=policy,
         poll_s=poll,
     ) as context:  # fmt: skip
-        run_http(context, table, host=host, port=port)
+        run_http(context, table, host=host, port=port, limits=limits)
 
 
 @app.command()

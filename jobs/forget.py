@@ -19,6 +19,49 @@ from ctxledger.jobs.version import code_version
 from ctxledger.schemas.memory import ErasureReceipt
 
 
+class NothingToEraseError(LookupError):
+    """``forget`` of a tenant or subject the warehouse holds nothing of: a
+    typo must not issue a receipt or expire history (``jobs.cli`` exits 2)."""
+
+
+def _nothing_to_erase(wh, tenant_id: str, subject_id: str, metadata_key: str):
+    """Why there is nothing to erase, or None. A subject counts as present
+    when any row names it, a session is its (path or metadata), or a dead
+    letter is attributable to it (its quarantined bytes included)."""
+    from ctxledger.warehouse.memory_api import (
+        _attributed_dead_letters,
+        subject_sessions,
+    )
+    from ctxledger.warehouse.scopes import (
+        UnknownScope,
+        known_tenants,
+        subject_known,
+        tables_with,
+        tenant_known,
+    )
+
+    if not tenant_known(wh, tenant_id):
+        unknown = UnknownScope("tenant", tenant_id, known_tenants(wh))
+        return f"{unknown.message()}: nothing erased, no receipt"
+    if subject_known(wh, tenant_id, subject_id):
+        return None
+    tables = set(tables_with(wh, ["tenant_id"]))
+    sessions: list[str] = []
+    if "sessions" in tables:
+        sessions, _ = subject_sessions(wh, tenant_id, subject_id, metadata_key)
+        if sessions:
+            return None
+    if "dead_letters" in tables and _attributed_dead_letters(
+        wh, tenant_id, subject_id, sessions, metadata_key
+    ):
+        return None
+    return (
+        f"tenant {tenant_id!r} holds nothing of subject {subject_id!r} (check "
+        "the id; an erased subject leaves only its receipt): nothing erased, "
+        "no receipt"
+    )
+
+
 def run_forget(
     warehouse: str | Path,
     tenant_id: str,
@@ -28,21 +71,29 @@ def run_forget(
     catalog: str | None = None,
     data_path: str | None = None,
 ) -> ErasureReceipt:
-    """Erase ``subject_id`` of ``tenant_id``; return the stored receipt."""
+    """Erase ``subject_id`` of ``tenant_id``; return the stored receipt.
+    ``NothingToEraseError`` (and no change at all) when the warehouse holds
+    nothing of the tenant or the subject."""
     from ctxledger.pipelines.redact.registry import load_checked_policy
     from ctxledger.warehouse.catalog import Warehouse
     from ctxledger.warehouse.memory_api import erase_subject
 
     if not tenant_id or not subject_id:
         raise ValueError("--tenant and --subject must not be empty")
-    Warehouse.open(warehouse, catalog=catalog, data_path=data_path).close()
+    settings = load_checked_policy(policy_file).memory
+    with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
+        why = _nothing_to_erase(
+            wh, tenant_id, subject_id, settings.subject_metadata_key
+        )
+    if why is not None:
+        raise NothingToEraseError(why)
     return erase_subject(
         warehouse,
         tenant_id,
         subject_id,
         catalog=catalog,
         data_path=data_path,
-        settings=load_checked_policy(policy_file).memory,
+        settings=settings,
         job_version=code_version(),
     )
 

@@ -17,6 +17,10 @@ from rich.table import Table
 from rich.text import Text
 
 
+class UnknownScopeError(LookupError):
+    """A tenant or purpose the warehouse and the policy do not know."""
+
+
 def show_memories(
     warehouse: str | Path,
     tenant_id: str,
@@ -31,7 +35,9 @@ def show_memories(
     output: str = "table",
 ) -> None:
     """Print the served memories of one subject for one purpose: a table, or
-    (``output`` ``json``/``jsonl``) every served field for a program."""
+    (``output`` ``json``/``jsonl``) every served field for a program.
+    ``UnknownScopeError`` (naming the known values) for an unknown tenant or
+    purpose: an empty answer then means a typo, not "nothing stored"."""
     from ctxledger.serving.context import Context
 
     with Context.open(
@@ -45,6 +51,9 @@ def show_memories(
         replica=False,
     ) as ctx:
         view = ctx.memories(tenant_id, subject_id, purpose, at)
+        problem = None if view.items else ctx.scope_problem(tenant_id, purpose)
+    if problem is not None:  # a typo, not "nothing stored" (the CLI exits 2)
+        raise UnknownScopeError(problem.message())
     if output != "table":
         from dataclasses import asdict
 

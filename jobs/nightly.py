@@ -237,7 +237,7 @@ def _run_pipeline(
             attempt_lock(config.staging_dir),
             released(config.run_id),  # the embed-ahead helper, if any
             sized_worker_threads(local_workers(beam_args)),
-            _stage_lines(config.staging_dir, progress) as stage_lines,
+            _stage_lines(config.staging_dir, progress, len(new_items)) as stage_lines,
             beam_pipeline(beam_args) as pipeline,
         ):
             try:
@@ -263,15 +263,17 @@ def _run_pipeline(
     return stage_lines
 
 
-def _stage_lines(staging_dir: str, progress: Progress):
-    """Per-stage progress lines while the pipeline runs (none when silent)."""
+def _stage_lines(staging_dir: str, progress: Progress, files: int | None = None):
+    """Per-stage progress lines while the pipeline runs (none when silent);
+    ``files``: the new landing files, ingest's total."""
     from contextlib import nullcontext
 
     from ctxledger.jobs.progress import watch_stages
 
     if progress is _silent:
         return nullcontext()
-    return watch_stages(staging_dir, progress)
+    totals = {"ingest": files} if files else None
+    return watch_stages(staging_dir, progress, totals=totals)
 
 
 def _new_documents(lake: Warehouse, docs, default_tenant, policy):

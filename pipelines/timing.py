@@ -52,6 +52,8 @@ DEAD_LETTER_TAG = "dead_letter"
 #: Output tags that repeat records a stage already emitted under another tag
 #: (the redact stage's per-session bundles): neither outputs nor dead letters.
 UNCOUNTED_TAGS = frozenset({"session_records"})
+#: The key of a step's untagged (main) output in a clock's per-tag counts.
+MAIN_TAG = "main"
 
 #: Display and sort order of the stages the pipeline times; others follow.
 STAGE_ORDER = (
@@ -86,7 +88,10 @@ class StageClock:
         self.calls = 0
         self.outputs = 0
         self.dead = 0
-        self._flushed: tuple = (0.0, 0, 0, 0)
+        #: Outputs per tag (``MAIN_TAG``: the untagged main output), so the
+        #: progress display counts a stage in its own unit (``jobs.progress``).
+        self.tags: dict[str, int] = {}
+        self._flushed: tuple = (0.0, 0, 0, 0, ())
         self._flushed_at = time.monotonic()
         self._name = f"{stage}.{uuid.uuid4().hex}.json"
         self._warned = False
@@ -102,12 +107,15 @@ class StageClock:
         """Count emitted elements; a ``TaggedOutput`` to the dead-letter tag
         (duck-typed: no Beam here) is a dead letter, one to an
         ``UNCOUNTED_TAGS`` tag is neither, everything else an output."""
+        tags = self.tags
         for out in outputs:
             tag = getattr(out, "tag", None)
             if tag == DEAD_LETTER_TAG:
                 self.dead += 1
             elif tag not in UNCOUNTED_TAGS:
                 self.outputs += 1
+                key = MAIN_TAG if tag is None else tag
+                tags[key] = tags.get(key, 0) + 1
 
     def due(self) -> bool:
         """Whether a mid-bundle flush is due (progress for long bundles)."""
@@ -123,7 +131,10 @@ class StageClock:
 
     def flush(self) -> None:
         """Write the running total (nothing to do when unchanged)."""
-        state = (self.seconds, self.calls, self.outputs, self.dead)
+        state = (
+            self.seconds, self.calls, self.outputs, self.dead,
+            tuple(sorted(self.tags.items())),
+        )  # fmt: skip
         self._flushed_at = time.monotonic()
         if self.staging_dir is None or self._flushed == state:
             return
@@ -135,6 +146,7 @@ class StageClock:
             "calls": self.calls,
             "outputs": self.outputs,
             "dead": self.dead,
+            "tags": self.tags,
         }
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -242,6 +254,12 @@ class StageProgress:
     outputs: int = 0
     dead: int = 0
     seconds: float = 0.0
+    #: Outputs per tag, sorted (``MAIN_TAG`` for the main output).
+    tags: tuple[tuple[str, int], ...] = ()
+
+    def tagged(self, tag: str) -> int:
+        """Outputs to ``tag`` so far."""
+        return dict(self.tags).get(tag, 0)
 
 
 def _clock_files(staging_dir, warn: bool) -> list[StageProgress]:
@@ -259,6 +277,11 @@ def _clock_files(staging_dir, warn: bool) -> list[StageProgress]:
                     outputs=int(body.get("outputs", 0)),
                     dead=int(body.get("dead", 0)),
                     seconds=float(body.get("seconds", 0.0)),
+                    tags=tuple(
+                        sorted(
+                            (str(k), int(n)) for k, n in body.get("tags", {}).items()
+                        )
+                    ),
                 )
             )
         except (OSError, ValueError, TypeError, KeyError) as exc:
@@ -274,11 +297,15 @@ def read_progress(staging_dir: str | os.PathLike[str]) -> list[StageProgress]:
     totals: dict[str, StageProgress] = {}
     for part in _clock_files(staging_dir, warn=False):
         seen = totals.get(part.stage) or StageProgress(part.stage)
+        tags = dict(seen.tags)
+        for tag, n in part.tags:
+            tags[tag] = tags.get(tag, 0) + n
         totals[part.stage] = StageProgress(
             part.stage,
             seen.calls + part.calls,
             seen.outputs + part.outputs,
             seen.dead + part.dead,
             seen.seconds + part.seconds,
+            tuple(sorted(tags.items())),
         )
     return [totals[stage] for stage in sorted(totals, key=_order)]

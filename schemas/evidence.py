@@ -456,6 +456,15 @@ class DroppedItem(_Strict):
     )
 
 
+#: The largest token count a pack request may name (window, output,
+#: overhead): 100x today's largest model windows, and far inside the 64-bit
+#: integers the server's JSON writer takes (``window_tokens=10**30`` was a
+#: bare 500 over HTTP; issue 32).
+MAX_REQUEST_TOKENS = 100_000_000
+#: The most evidence candidates a request may ask for (search and pack).
+MAX_REQUEST_CANDIDATES = 1000
+
+
 class PackRequest(_Strict):
     """What a context builder asks ``pack`` for.
 
@@ -469,13 +478,13 @@ class PackRequest(_Strict):
     purpose: str | None = None
     principal_groups: list[str] = Field(default_factory=list)
     query: str
-    window_tokens: int = Field(gt=0)
-    max_output_tokens: int = Field(default=0, ge=0)
-    overhead_tokens: int = Field(default=0, ge=0)
+    window_tokens: int = Field(gt=0, le=MAX_REQUEST_TOKENS)
+    max_output_tokens: int = Field(default=0, ge=0, le=MAX_REQUEST_TOKENS)
+    overhead_tokens: int = Field(default=0, ge=0, le=MAX_REQUEST_TOKENS)
     mandatory: list[str] = Field(default_factory=list)
     as_of: datetime | None = None
     now: datetime | None = None
-    candidates: int | None = Field(default=None, ge=1)
+    candidates: int | None = Field(default=None, ge=1, le=MAX_REQUEST_CANDIDATES)
     include_memories: bool = True
     include_evidence: bool = True
     #: List each dropped item in full (``DroppedItem.item``, with its

@@ -106,6 +106,15 @@ class Tokens:
                 return principal
         raise AuthError(401, "unknown bearer token")
 
+    def key_for(self, authorization: bytes) -> str | None:
+        """The rate-limit key of an ``Authorization`` header's token: its
+        digest when the token is known, else None (``serving.limits``)."""
+        scheme, _, token = authorization.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return None
+        digest = hashlib.sha256(token.strip()).hexdigest()
+        return digest if digest in self._by_digest else None
+
     def from_header(self, authorization: str | None) -> Principal:
         """The principal of an ``Authorization: Bearer <token>`` header."""
         scheme, _, token = (authorization or "").partition(" ")

@@ -28,8 +28,26 @@ from ctxledger.schemas.sources import SourceRegistry
 from ctxledger.serving.memories import MemoryStore, MemoryView
 from ctxledger.serving.snapshot import Generation, SnapshotReader, is_missing_file
 from ctxledger.warehouse.catalog import Warehouse
+from ctxledger.warehouse.scopes import UnknownScope
 
 T = TypeVar("T")
+
+
+def as_time(value: datetime | str | int | float | None, name: str) -> datetime | None:
+    """``value`` as the HTTP API reads it (pydantic's datetime parsing: a
+    ``datetime``, an ISO date or date-time string, epoch seconds), so Python
+    callers and HTTP ones can pass the same ``as_of``/``at`` forms; a value
+    it cannot read is a ``ValueError`` naming ``name``."""
+    if value is None or isinstance(value, datetime):
+        return value
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(datetime).validate_python(value)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        raise ValueError(f"{name}: {reason} (got {value!r})") from None
+
 
 #: Per snapshot: the active source registry (one catalog query; it was a
 #: third of a warm pack when read per call). Two generations overlap at a swap.
@@ -55,6 +73,9 @@ class Context:
         self._registries: dict[int, SourceRegistry] = {}
         self._registry_lock = threading.Lock()
         self._store_lock = threading.Lock()
+        #: (snapshot id, tenant) pairs ``scope_problem`` found known: a
+        #: miss for a new subject of a known tenant then costs no query.
+        self._known_tenants: set[tuple[int | None, str]] = set()
 
     @classmethod
     def open(
@@ -136,6 +157,7 @@ class Context:
         """``memories`` and the snapshot id that answered."""
         from ctxledger.serving.memories import memories
 
+        at = as_time(at, "at")
         settings = self.policy.memory
         return self._read(
             lambda gen: memories(
@@ -178,6 +200,7 @@ class Context:
         """``search_evidence`` and the snapshot id that answered."""
         from ctxledger.serving.evidence_search import embed_query, search_evidence
 
+        as_of = as_time(as_of, "as_of")
         vector = embed_query(self.policy.evidence.embedding, query)
         return self._read(
             lambda gen: search_evidence(
@@ -193,6 +216,28 @@ class Context:
                 subject_id=subject_id,
             )
         )
+
+    #: ``search`` is ``search_evidence`` (the name the design and callers use).
+    search = search_evidence
+
+    def scope_problem(self, tenant_id: str, purpose: str) -> UnknownScope | None:
+        """Why ``memories(tenant_id, _, purpose)`` can never match: an unknown
+        tenant or purpose (``warehouse.scopes``); None when both are known.
+        Callers ask only after an empty answer (the CLI, the servers)."""
+        from ctxledger.warehouse.scopes import memory_scope_problem
+
+        purposes = self.policy.memory.purpose_names
+        snapshot = self.snapshot_id
+        if purpose in purposes and (snapshot, tenant_id) in self._known_tenants:
+            return None  # an unknown subject of a known scope: no query
+        problem, _ = self._read(
+            lambda gen: memory_scope_problem(gen.wh, tenant_id, purpose, purposes)
+        )
+        if problem is None or problem.field != "tenant":
+            if len(self._known_tenants) > 10_000:  # tenants of old snapshots
+                self._known_tenants.clear()
+            self._known_tenants.add((snapshot, tenant_id))
+        return problem
 
     def pack(self, request: PackRequest) -> ContextManifest:
         """``serving.evidence_pack.pack`` at the current snapshot."""

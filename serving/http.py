@@ -23,13 +23,21 @@ from datetime import datetime
 from typing import Annotated
 
 import orjson
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxledger.schemas.evidence import ContextManifest, PackRequest, SearchHit
+from ctxledger.schemas.evidence import (
+    MAX_REQUEST_CANDIDATES,
+    MAX_REQUEST_TOKENS,
+    ContextManifest,
+    PackRequest,
+    SearchHit,
+)
 from ctxledger.serving.auth import AuthError, Principal, Tokens, subject_for, tenant_for
 from ctxledger.serving.context import Context
 from ctxledger.serving.fair_queue import FairQueue
+from ctxledger.serving.limits import Limits, RequestGuard
 from ctxledger.serving.memories import MemoryView, ServedMemory
 
 
@@ -57,7 +65,7 @@ class SearchBody(_Body):
     tenant_id: str | None = None
     subject_id: str | None = None
     k: int = Field(default=5, ge=1, le=100)
-    candidates: int = Field(default=20, ge=1, le=1000)
+    candidates: int = Field(default=20, ge=1, le=MAX_REQUEST_CANDIDATES)
     as_of: datetime | None = None
 
 
@@ -70,16 +78,16 @@ class PackBody(_Body):
     """``schemas.evidence.PackRequest`` without ``principal_groups`` (the token's)."""
 
     query: str = Field(min_length=1)
-    window_tokens: int = Field(gt=0)
+    window_tokens: int = Field(gt=0, le=MAX_REQUEST_TOKENS)
     tenant_id: str | None = None
     subject_id: str | None = None
     purpose: str | None = None
-    max_output_tokens: int = Field(default=0, ge=0)
-    overhead_tokens: int = Field(default=0, ge=0)
+    max_output_tokens: int = Field(default=0, ge=0, le=MAX_REQUEST_TOKENS)
+    overhead_tokens: int = Field(default=0, ge=0, le=MAX_REQUEST_TOKENS)
     mandatory: list[str] = Field(default_factory=list)
     as_of: datetime | None = None
     now: datetime | None = None
-    candidates: int | None = Field(default=None, ge=1)
+    candidates: int | None = Field(default=None, ge=1, le=MAX_REQUEST_CANDIDATES)
     include_memories: bool = True
     include_evidence: bool = True
     #: List each dropped item in full, with its text, besides its summary
@@ -260,12 +268,16 @@ def create_app(
     *,
     close_context: bool = False,
     fast_pack: bool = True,
+    limits: Limits | None = None,
 ) -> FastAPI:
     """The FastAPI application serving ``context`` to holders of ``tokens``,
     running handlers on ``threads`` threads; ``close_context``: the app owns
     ``context`` and closes it when the server shuts down (a worker process);
     ``fast_pack``: answer well-formed /pack requests before FastAPI's routing
-    (``_FastPack``; off: every request takes the route, as tests compare)."""
+    (``_FastPack``; off: every request takes the route, as tests compare);
+    ``limits``: body size, rate per token (``serving.limits``; default
+    ``Limits()``). ``/docs`` is swagger-ui from an installed package
+    (``_offline_docs``), never a CDN."""
     import json
     from contextlib import asynccontextmanager
 
@@ -292,15 +304,20 @@ def create_app(
         summary="Memories, evidence search and context packs for context builders.",
         version="1",
         lifespan=lifespan,
+        docs_url=None,
     )
+    _offline_docs(app)
     operators = tuple(context.policy.evidence.artifacts.operator_groups)
+    # FastAPI's own scheme: OpenAPI declares bearer security on the routes
+    # that use it (``auto_error=False``: our 401s keep their messages)
+    bearer = HTTPBearer(auto_error=False, description="A token of the token file.")
 
     # async: a token lookup is a dict read, not worth a hop to the thread pool
     async def principal(
-        authorization: Annotated[str | None, Header()] = None,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
         try:
-            return tokens.from_header(authorization)
+            return tokens.principal(credentials.credentials if credentials else None)
         except AuthError as exc:
             raise HTTPException(
                 exc.status, exc.message, headers={"WWW-Authenticate": "Bearer"}
@@ -329,12 +346,20 @@ def create_app(
         tenant_id: str | None = None,
         at: Annotated[datetime | None, Query()] = None,
     ) -> MemoriesResponse:
-        """Memories of one subject a context builder may use for ``purpose``."""
+        """Memories of one subject a context builder may use for ``purpose``;
+        404 for a tenant with no data or a purpose neither the policy nor the
+        tenant's rows know (the known purposes named)."""
 
         def run() -> MemoriesResponse:
             tenant = tenant_for(caller, tenant_id)
             subject = subject_for(caller, subject_id, operators)
             view, snap = context.memories_at(tenant, subject, purpose, at)
+            if not view.items:
+                problem = context.scope_problem(tenant, purpose)
+                if problem is not None:
+                    # the token's own tenant only: never name the others
+                    named = problem.field != "tenant"
+                    raise HTTPException(404, problem.message(named))
             return memories_response(view, snap)
 
         return guard(run)
@@ -388,11 +413,50 @@ def create_app(
 
     if fast_pack:
         app.add_middleware(_FastPack, answer=fast_answer)
+    # outermost of ours: a refused request costs no routing and no fast path
+    app.add_middleware(
+        RequestGuard, limits=limits or Limits(), token_key=tokens.key_for
+    )
     return app
 
 
+#: Where ``/docs`` finds swagger-ui's files (``_offline_docs``).
+DOCS_ASSETS = "/docs-assets"
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """``/docs``: FastAPI's swagger-ui page with its script and style from
+    the ``fastapi-offline`` package's copy of swagger-ui (5.x, which reads
+    OpenAPI 3.1), served under ``DOCS_ASSETS``: FastAPI's default page loads
+    them from a CDN, so it was blank offline (issue 32)."""
+    from importlib.resources import files
+
+    from fastapi import Request
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    static = files("fastapi_offline") / "static"
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(static)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")  # behind a proxy's prefix
+        return get_swagger_ui_html(
+            openapi_url=root + (app.openapi_url or "/openapi.json"),
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+        )
+
+
 def serve(
-    context: Context, tokens: Tokens, host: str = "127.0.0.1", port: int = 8080
+    context: Context,
+    tokens: Tokens,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    limits: Limits | None = None,
 ) -> None:
     """Run the API on uvicorn until interrupted.
 
@@ -412,7 +476,8 @@ def serve(
 
     previous = signal.signal(signal.SIGTERM, _exit)
     try:
-        uvicorn.run(create_app(context, tokens), host=host, port=port, log_level="info")
+        app = create_app(context, tokens, limits=limits)
+        uvicorn.run(app, host=host, port=port, log_level="info")
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -434,8 +499,9 @@ def worker_app() -> FastAPI:
 
     spec = json.loads(os.environ[WORKER_ENV])
     tokens = Tokens.load(spec.pop("tokens"))
+    limits = Limits(**spec.pop("limits", {}))
     context = Context.open(spec.pop("warehouse"), **spec)
-    return create_app(context, tokens, close_context=True)
+    return create_app(context, tokens, close_context=True, limits=limits)
 
 
 def serve_workers(
@@ -445,6 +511,7 @@ def serve_workers(
     workers: int,
     host: str = "127.0.0.1",
     port: int = 8080,
+    limits: Limits | None = None,
     **open_args: object,
 ) -> None:
     """Run the API in ``workers`` worker processes, each with its own
@@ -454,8 +521,10 @@ def serve_workers(
     catalog, data_path, policy_file, poll_s)."""
     import json
     import os
+    from dataclasses import asdict
 
     spec = {"warehouse": str(warehouse), "tokens": str(tokens_file)}
+    spec["limits"] = asdict(limits or Limits())
     spec |= {k: (str(v) if k != "poll_s" else v) for k, v in open_args.items()
              if v is not None}  # fmt: skip
     os.environ[WORKER_ENV] = json.dumps(spec)

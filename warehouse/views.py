@@ -115,12 +115,18 @@ def table_comments() -> dict[str, str]:
 
 
 def column_comments() -> dict[tuple[str, str], str]:
-    """``(table, column)`` -> the pydantic ``Field`` description of the column."""
+    """``(table, column)`` -> the pydantic ``Field`` description of the column,
+    else its comment in ``warehouse.column_docs``."""
+    from ctxledger.warehouse.column_docs import BY_TABLE, column_doc
+
     found = {}
     for name, model in TABLES.items():
         for column, field in model.model_fields.items():
-            if field.description:
-                found[(name, column)] = " ".join(field.description.split())
+            text = field.description or column_doc(name, column)
+            if text:
+                found[(name, column)] = " ".join(text.split())
+    for key, text in BY_TABLE.items():  # internal tables no model describes
+        found.setdefault(key, " ".join(text.split()))
     return found
 
 

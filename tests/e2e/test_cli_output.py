@@ -158,7 +158,21 @@ READS = {
     "dead-letters": ["dead-letters"],
     "memories": ["memories", "--tenant", "acme", "--subject", "u1",
                  "--purpose", "support"],
+    "sources": ["sources"],
 }  # fmt: skip
+
+
+def test_sources_json_is_a_hidden_deprecated_alias_of_o_json(lake):
+    """``sources`` took ``--json`` where every other read takes ``-o json``
+    (issue 32): the old flag still works, says it is deprecated, and is no
+    longer offered in the help."""
+    new = _invoke("sources", "-w", lake, "-o", "json")
+    old = _invoke("sources", "-w", lake, "--json")
+    assert new.exit_code == old.exit_code == 0, old.output
+    assert json.loads(old.stdout) == json.loads(new.stdout)
+    assert "deprecated" in old.stderr
+    assert "--json" not in _invoke("sources", "--help").stdout
+    assert "--output" in _invoke("eval", "--help").stdout
 
 
 @pytest.mark.parametrize("command", sorted(READS))
