@@ -22,6 +22,7 @@ from ctxledger.serving.http import (
     MemoriesResponse,
     PackBody,
     PackResponse,
+    SearchBody,
     SearchResponse,
     memories_response,
     pack_request,
@@ -76,13 +77,45 @@ def create_server(context: Context, principal: Principal) -> MCPServer:
         tenant_id: str | None = None,
         as_of: datetime | None = None,
         candidates: int = 20,
+        kinds: list[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        context_turns: int = 0,
     ) -> SearchResponse:
-        """Hybrid (BM25 + vector) evidence search within the token's scope."""
-        tenant, subject = scoped(tenant_id, subject_id)
-        hits, snap = context.search_at(
-            tenant, principal.groups, query, k, as_of, candidates, subject
+        """Hybrid (BM25 + vector) search within the token's scope: ``kinds``
+        ``evidence`` (chunks, the default) and/or ``messages`` (the subject's
+        conversation turns, with ``since``/``until`` and ``context_turns``)."""
+        body = SearchBody(
+            query=query,
+            k=k,
+            subject_id=subject_id,
+            tenant_id=tenant_id,
+            as_of=as_of,
+            candidates=candidates,
+            kinds=kinds or ["evidence"],
+            since=since,
+            until=until,
+            context_turns=context_turns,
         )
-        return SearchResponse(snapshot_id=snap, hits=hits)
+        tenant, subject = scoped(tenant_id, subject_id)
+        hits, turns, snap = [], [], None
+        if "evidence" in body.kinds:
+            hits, snap = context.search_at(
+                tenant, principal.groups, query, k, as_of, candidates, subject
+            )
+        if "messages" in body.kinds:
+            if subject is None:
+                raise ToolError("searching messages needs subject_id")
+            turns, snap = context.search_messages_at(
+                tenant,
+                subject,
+                query,
+                k,
+                since=since,
+                until=until,
+                context_turns=context_turns,
+            )
+        return SearchResponse(snapshot_id=snap, hits=hits, turns=turns)
 
     @server.tool()
     def pack(
