@@ -22,9 +22,13 @@ Split by source: the fusion's weights were chosen on ``conv-26`` only (``dev``);
 conversations. Both columns are printed; the measured one is the headline in
 docs/conversation_recall.md.
 
-What this does not yet measure: the turns here are read from the LoCoMo file
-directly, not through ``ctxledger nightly`` (redaction and pseudonyms) and the
-HTTP search; that is the next step of the conversation-recall issue.
+``--pipeline`` measures the product path instead: each sample is landed under
+a subject of its own (``tenant=eval/subject=<sample_id>/``), ``ctxledger
+nightly`` ingests it (the LoCoMo reader, redaction, pseudonyms) into a
+temporary warehouse, and every question goes through
+``Context.search_messages`` (pseudonymised with the tenant's key, as HTTP
+``/search`` does); the ``fused`` row is then that search, while ``bm25`` and
+``minilm`` stay the raw-text baselines.
 """
 
 from __future__ import annotations
@@ -150,8 +154,51 @@ def score_sample(sample: dict[str, Any], models: _Models) -> dict[str, list[floa
     return out
 
 
-def evaluate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Mean recalls per split (``dev``/``measure``) and ranker, with counts."""
+def pipeline_scores(samples: Sequence[dict[str, Any]], path: Path):
+    """Per sample id: the ``fused`` recalls of ``Context.search_messages`` over
+    a warehouse the real nightly built from ``path``."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from ctxledger.serving.context import Context  # noqa: PLC0415
+
+    out: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="locomo-eval-") as tmp:
+        landing = Path(tmp) / "landing"
+        for sample in samples:
+            sid = str(sample.get("sample_id"))
+            folder = landing / "tenant=eval" / f"subject={sid}"
+            folder.mkdir(parents=True)
+            (folder / "locomo.json").write_text(json.dumps([sample]))
+        warehouse = Path(tmp) / "warehouse"
+        env = {**os.environ, "CTXLEDGER_PSEUDONYM_KEY": os.environ.get(
+            "CTXLEDGER_PSEUDONYM_KEY", "locomo-eval-key-" + "0" * 48)}  # fmt: skip
+        os.environ["CTXLEDGER_PSEUDONYM_KEY"] = env["CTXLEDGER_PSEUDONYM_KEY"]
+        subprocess.run(
+            [sys.executable, "-m", "ctxledger.jobs.cli", "nightly", "--landing",
+             str(landing), "--warehouse", str(warehouse), "--format", "locomo"],
+            check=True, env=env, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        with Context.open(warehouse, poll_s=0) as context:
+            for sample in samples:
+                sid = str(sample.get("sample_id"))
+                scores = out.setdefault(sid, {})
+                for question, evidence in questions_of(sample):
+                    hits = context.search_messages("eval", sid, question, max(KS))
+                    ranked = [h.source_id or "" for h in hits]
+                    for k in KS:
+                        turn, session = recall(ranked, evidence, k)
+                        scores.setdefault(f"fused turn@{k}", []).append(turn)
+                        scores.setdefault(f"fused session@{k}", []).append(session)
+    return out
+
+
+def evaluate(
+    samples: Sequence[dict[str, Any]], pipeline: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Mean recalls per split (``dev``/``measure``) and ranker, with counts;
+    ``pipeline``: per sample id, ``fused`` recalls that replace the raw-text ones."""
     models = _Models()
     per_split: dict[str, dict[str, list[float]]] = {}
     names: dict[str, list[str]] = {}
@@ -159,6 +206,8 @@ def evaluate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         split = "dev" if sample.get("sample_id") in DEV_SAMPLES else "measure"
         names.setdefault(split, []).append(str(sample.get("sample_id")))
         scored = score_sample(sample, models)
+        if pipeline is not None:
+            scored.update(pipeline[str(sample.get("sample_id"))])
         bucket = per_split.setdefault(split, {})
         for key, values in scored.items():
             bucket.setdefault(key, []).extend(values)
@@ -175,7 +224,10 @@ def evaluate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def _print(result: dict[str, Any]) -> None:
     splits = [s for s in ("measure", "dev") if s in result]
-    print("LoCoMo recall over conversation turns (evidence turns in the top k)")
+    print(
+        "LoCoMo recall over conversation turns (evidence turns in the top k); "
+        f"fused from: {result.get('fused_from')}"
+    )
     for split in splits:
         info = result[split]
         print(
@@ -196,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", type=Path, default=None)
     parser.add_argument("--locomo", type=Path, default=None, help="a LoCoMo JSON file")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="fused = nightly + Context.search_messages (the product path)",
+    )
     args = parser.parse_args(argv)
     path = args.locomo
     if path is None:
@@ -206,7 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     if path is None or not Path(path).is_file():
         print("locomo recall: LoCoMo file not found, skipped", file=sys.stderr)
         return 0
-    result = evaluate(json.loads(Path(path).read_text(encoding="utf-8")))
+    samples = json.loads(Path(path).read_text(encoding="utf-8"))
+    pipeline = pipeline_scores(samples, Path(path)) if args.pipeline else None
+    result = evaluate(samples, pipeline)
+    result["fused_from"] = "pipeline" if args.pipeline else "raw turns"
     if args.json:
         print(json.dumps(result, indent=2))
     else:
