@@ -81,6 +81,7 @@ eval: $(EVAL_STAMP) ## Redaction quality vs presidio/detect-secrets/CredSweeper 
 	$(BIN)/python -m eval.redaction --corpora $(CORPORA) $(if $(QUICK),--quick)
 	$(BIN)/python -m eval.memory_quality --corpora $(CORPORA)
 	$(BIN)/python -m eval.ledger_probes --corpora $(CORPORA)
+	$(BIN)/python -m eval.locomo_recall --corpora $(CORPORA) --pipeline
 
 clean: ## Remove the local warehouse and caches (keeps the venv).
 	rm -rf $(WAREHOUSE)/lake $(WAREHOUSE)/staging $(WAREHOUSE)/quarantine $(WAREHOUSE)/serving \

@@ -190,4 +190,9 @@ class Message(Record):
     source_ref: str = Field(
         description="Where in the landing file the message was read."
     )
+    source_id: str | None = Field(
+        default=None,
+        description="The source's own id for the message (canonical id, LoCoMo"
+        " dia_id, Claude Code uuid), when the format has one.",
+    )
     run_id: str = Field(default="", description="Run that wrote the row (see runs).")

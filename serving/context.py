@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from ctxledger.schemas.evidence import ContextManifest, PackRequest, SearchHit
 from ctxledger.schemas.policy import Policy, load_policy
 from ctxledger.schemas.sources import SourceRegistry
+from ctxledger.schemas.turns import TurnHit
 from ctxledger.serving.memories import MemoryStore, MemoryView
 from ctxledger.serving.snapshot import Generation, SnapshotReader, is_missing_file
 from ctxledger.warehouse.catalog import Warehouse
@@ -238,6 +239,57 @@ class Context:
                 self._known_tenants.clear()
             self._known_tenants.add((snapshot, tenant_id))
         return problem
+
+    def search_messages(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        query: str,
+        k: int = 5,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        context_turns: int = 0,
+    ) -> list[TurnHit]:
+        """``serving.message_search.search_messages`` at the current snapshot:
+        the subject's conversation turns that best answer ``query``."""
+        return self.search_messages_at(
+            tenant_id,
+            subject_id,
+            query,
+            k,
+            since=since,
+            until=until,
+            context_turns=context_turns,
+        )[0]
+
+    def search_messages_at(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        query: str,
+        k: int = 5,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        context_turns: int = 0,
+    ) -> tuple[list[TurnHit], int]:
+        """``search_messages`` and the snapshot id that answered."""
+        from ctxledger.serving.message_search import search_messages
+
+        return self._read(
+            lambda gen: search_messages(
+                gen.wh,
+                tenant_id,
+                subject_id,
+                query,
+                k,
+                policy=self.policy,
+                since=since,
+                until=until,
+                context_turns=context_turns,
+            )
+        )
 
     def pack(self, request: PackRequest) -> ContextManifest:
         """``serving.evidence_pack.pack`` at the current snapshot."""

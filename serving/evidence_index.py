@@ -194,6 +194,12 @@ class _Tokenizer:
         )
 
 
+#: The index's tokenizer (``evidence_terms`` with a per-process word cache), for
+#: other rankers that must stem exactly as evidence search does
+#: (``serving.turn_rank`` through ``eval.locomo_recall``).
+TermTokenizer = _Tokenizer
+
+
 def _kmeans(vectors: np.ndarray, lists: int, seed: int = 0, rounds: int = 8):
     """Spherical k-means centroids (trained on a sample) for the IVF partition."""
     rng = np.random.default_rng(seed)

@@ -20,7 +20,7 @@ their connection counts even (``Workers``, ``serving.balance``).
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 import orjson
 from fastapi import Depends, FastAPI, HTTPException, Query, Response
@@ -34,11 +34,13 @@ from ctxledger.schemas.evidence import (
     PackRequest,
     SearchHit,
 )
+from ctxledger.schemas.turns import TurnHit
 from ctxledger.serving.auth import AuthError, Principal, Tokens, subject_for, tenant_for
 from ctxledger.serving.context import Context
 from ctxledger.serving.fair_queue import FairQueue
 from ctxledger.serving.limits import Limits, RequestGuard
 from ctxledger.serving.memories import MemoryView, ServedMemory
+from ctxledger.serving.message_search import MessageSearchError
 
 
 class _Body(BaseModel):
@@ -59,7 +61,12 @@ class MemoriesResponse(BaseModel):
 
 
 class SearchBody(_Body):
-    """A search; the tenant defaults to the token's, the groups are the token's."""
+    """A search; the tenant defaults to the token's, the groups are the token's.
+
+    ``kinds``: what to search: ``evidence`` (document and tool-output chunks,
+    ``hits``) and/or ``messages`` (the subject's conversation turns, ``turns``;
+    needs ``subject_id``). ``since``/``until`` bound a turn's time;
+    ``context_turns`` returns that many neighbouring turns around each turn."""
 
     query: str = Field(min_length=1)
     tenant_id: str | None = None
@@ -67,11 +74,18 @@ class SearchBody(_Body):
     k: int = Field(default=5, ge=1, le=100)
     candidates: int = Field(default=20, ge=1, le=MAX_REQUEST_CANDIDATES)
     as_of: datetime | None = None
+    kinds: list[Literal["evidence", "messages"]] = Field(
+        default_factory=lambda: ["evidence"], min_length=1
+    )
+    since: datetime | None = None
+    until: datetime | None = None
+    context_turns: int = Field(default=0, ge=0, le=10)
 
 
 class SearchResponse(BaseModel):
     snapshot_id: int
     hits: list[SearchHit]
+    turns: list[TurnHit] = Field(default_factory=list)
 
 
 class PackBody(_Body):
@@ -369,16 +383,37 @@ def create_app(
         """Hybrid evidence search within the token's tenant, groups and subject."""
 
         def run() -> SearchResponse:
-            hits, snap = context.search_at(
-                tenant_for(caller, body.tenant_id),
-                caller.groups,
-                body.query,
-                body.k,
-                body.as_of,
-                body.candidates,
-                subject_for(caller, body.subject_id, operators),
-            )
-            return SearchResponse(snapshot_id=snap, hits=hits)
+            tenant = tenant_for(caller, body.tenant_id)
+            subject = subject_for(caller, body.subject_id, operators)
+            hits: list[SearchHit] = []
+            turns: list[TurnHit] = []
+            snap = None
+            if "evidence" in body.kinds:
+                hits, snap = context.search_at(
+                    tenant,
+                    caller.groups,
+                    body.query,
+                    body.k,
+                    body.as_of,
+                    body.candidates,
+                    subject,
+                )
+            if "messages" in body.kinds:
+                if subject is None:
+                    raise HTTPException(422, "searching messages needs subject_id")
+                try:
+                    turns, snap = context.search_messages_at(
+                        tenant,
+                        subject,
+                        body.query,
+                        body.k,
+                        since=body.since,
+                        until=body.until,
+                        context_turns=body.context_turns,
+                    )
+                except MessageSearchError as exc:
+                    raise HTTPException(503, str(exc)) from None
+            return SearchResponse(snapshot_id=snap, hits=hits, turns=turns)
 
         return guard(run)
 

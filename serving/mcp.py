@@ -136,18 +136,35 @@ def create_server(context: Context, principal: Principal) -> MCPServer:
         as_of: datetime | None = None,
         candidates: Candidates = 20,
         principal_groups: Groups = None,
+        kinds: list[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        context_turns: int = 0,
     ) -> SearchResponse:
-        """Hybrid (BM25 + vector) evidence search within the token's scope."""
+        """Hybrid (BM25 + vector) search within the token's scope: ``kinds``
+        ``evidence`` (chunks, the default) and/or ``messages`` (the subject's
+        conversation turns, with ``since``/``until`` and ``context_turns``)."""
         caller = narrowed(principal, principal_groups)
         tenant, subject = scoped(tenant_id, subject_id, caller)
         body = _checked(
-            SearchBody, query=query, k=k, as_of=as_of, candidates=candidates
-        )
-        hits, snap = context.search_at(
-            tenant, caller.groups, body.query, body.k, body.as_of,
-            body.candidates, subject,
+            SearchBody, query=query, k=k, as_of=as_of, candidates=candidates,
+            kinds=kinds or ["evidence"], since=since, until=until,
+            context_turns=context_turns,
         )  # fmt: skip
-        return SearchResponse(snapshot_id=snap, hits=hits)
+        hits, turns, snap = [], [], None
+        if "evidence" in body.kinds:
+            hits, snap = context.search_at(
+                tenant, caller.groups, body.query, body.k, body.as_of,
+                body.candidates, subject,
+            )  # fmt: skip
+        if "messages" in body.kinds:
+            if subject is None:
+                raise InvalidArgumentsError("422: searching messages needs subject_id")
+            turns, snap = context.search_messages_at(
+                tenant, subject, body.query, body.k, since=body.since,
+                until=body.until, context_turns=body.context_turns,
+            )  # fmt: skip
+        return SearchResponse(snapshot_id=snap, hits=hits, turns=turns)
 
     @server.tool()
     def pack(

@@ -38,7 +38,9 @@ class DraftMessage(_Draft):
     role fails validation and becomes a dead letter). A tool result is a message with
     role ``tool``, the raw output in ``tool_output`` and ``tool_call_id`` linking it to
     the call. ``source_offset`` says where in the file it came from (``line:12``,
-    ``entry:3/traj:7``).
+    ``entry:3/traj:7``); ``source_id`` is the source's own id for the message
+    when the format has one (a canonical ``id``, a LoCoMo ``dia_id``, a Claude
+    Code ``uuid``), kept so a search hit can be traced back to the turn.
     """
 
     role: Role
@@ -51,6 +53,7 @@ class DraftMessage(_Draft):
     tool_output: str | None = None
     tool_status: ToolStatus = "unknown"
     source_offset: str
+    source_id: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class DraftSession(_Draft):

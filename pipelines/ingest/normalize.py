@@ -140,8 +140,14 @@ def dead_letter(
 
 
 def _fields_of(message: DraftMessage) -> list[tuple[str, str]]:
-    """The free-text fields of a draft message that must be redacted, in order."""
+    """The free-text fields of a draft message that must be redacted, in order.
+
+    A user's or assistant's ``name`` is a speaker (LoCoMo's "Caroline", an
+    OpenAI ``name``): a person's name, redacted with the session's other texts
+    so it gets the same placeholder as the name in the turns."""
     items = [("content", message.content)]
+    if message.name and message.role != "tool":
+        items.append(("speaker", message.name))
     if message.thinking:
         items.append(("thinking", message.thinking))
     for call in message.tool_calls:
@@ -392,7 +398,7 @@ def _build_message(
         tenant_id=info.tenant_id,
         turn=turn,
         role=draft.role,
-        name=tool_name if draft.role == "tool" else draft.name,
+        name=tool_name if draft.role == "tool" else _first(texts.get("speaker")),
         content=content,
         thinking=thinking,
         content_hash=content_digest,
@@ -404,6 +410,11 @@ def _build_message(
         pii=findings,
         policy_version=info.policy_version,
         source_ref=f"{info.source_file}#{draft.source_offset}",
+        source_id=draft.source_id,
         run_id=info.run_id,
     )
     return message, artifact, observation
+
+
+def _first(values: list[str] | None) -> str | None:
+    return values[0] if values else None

@@ -9,8 +9,8 @@ Records and conservation
 ------------------------
 A *source record* is one non-blank JSONL line, or one whole JSON document (see
 ``_common.layout`` for how a file's layout is decided). The one exception: a
-``tau_bench`` document whose top level is a list of entries counts one record per
-entry, because each entry is a session. For every file and format::
+``tau_bench`` or ``locomo`` document whose top level is a list of entries counts
+one record per entry, because each entry is a session. For every file and format::
 
     sum(s.records for s in sessions) + sum(r.records for r in rejected)
         == expected_records(source, fmt)
@@ -55,6 +55,7 @@ from ctxledger.pipelines.ingest.readers import (
     api_bank,
     canonical,
     claude_code,
+    locomo,
     mini_swe_agent,
     openai_chat,
     openhands,
@@ -77,6 +78,7 @@ _READERS: dict[str, ModuleType] = {
         claude_code,
         api_bank,
         tau_bench,
+        locomo,
         toolbench,
         swe_agent,
         openhands,
@@ -139,15 +141,15 @@ def expected_records(source: SourceFile, fmt: str | None = None) -> int:
     """How many source records the file holds, computed without any reader.
 
     ``fmt`` is the format the file is read as (None: undetected). Non-blank lines
-    for JSONL; 1 for a document, except a ``tau_bench`` document whose top level is
-    a non-empty list (one record per entry). An empty file is one record (it
-    yields one ``empty_file`` rejection).
+    for JSONL; 1 for a document, except a ``tau_bench`` or ``locomo`` document
+    whose top level is a non-empty list (one record per entry). An empty file is
+    one record (it yields one ``empty_file`` rejection).
     """
     if not source.data.strip():
         return 1
     if layout(source) != DOCUMENT:
         return count_records(source, jsonl=True)
-    if fmt == tau_bench.FORMAT:
+    if fmt in (tau_bench.FORMAT, locomo.FORMAT):
         record = decode_document(source)
         if not isinstance(record, Rejected) and isinstance(record.value, list):
             return max(len(record.value), 1)

@@ -63,6 +63,7 @@ class CanonicalLine(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: str = Field(min_length=1)
+    id: str | None = Field(default=None, min_length=1, max_length=256)
     role: Literal["system", "user", "assistant", "tool"]
     content: str
     turn: int | None = Field(default=None, ge=0)
@@ -96,6 +97,7 @@ def _draft(line: CanonicalLine, offset: str) -> DraftMessage:
         "role": line.role,
         "name": line.name,
         "created_at": created,
+        "source_id": line.id,
         "source_offset": offset,
     }
     if line.role == "tool":

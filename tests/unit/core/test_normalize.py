@@ -325,3 +325,32 @@ def test_identifier_and_status_keys_survive_the_key_field_limit():
     assert facts["bookingId"] == "B7"
     assert len(facts["keys"]) == KEY_FIELD_LIMIT
     assert facts["keys"] == sorted(facts["keys"])
+
+
+def test_a_speaker_name_is_redacted_with_the_session_and_source_ids_kept():
+    draft = DraftSession(
+        external_id="conv-1",
+        source_format="locomo",
+        source_offset="document/sample:0",
+        messages=[
+            DraftMessage(
+                role="user",
+                name="bob@example.com",
+                content="hello from bob@example.com",
+                source_id="D1:1",
+                source_offset="document/sample:0/session:1/turn:0",
+            ),
+            DraftMessage(
+                role="assistant",
+                name="Support",
+                content="hi",
+                source_offset="document/sample:0/session:1/turn:1",
+            ),
+        ],
+    )
+    result = normalize_session(draft, INFO, mask_emails)
+    first, second = result.messages
+    assert first.name == "<EMAIL_ADDRESS:0000>"
+    assert first.source_id == "D1:1" and second.source_id is None
+    assert second.name == "Support"
+    assert {f.field for f in first.pii} == {"content", "speaker"}

@@ -39,6 +39,7 @@ DETECTED = {
     "claude_code_loglines.json": "claude_code",
     "claude_code_edge_cases.jsonl": "claude_code",
     "canonical_example.jsonl": "canonical",
+    "locomo_conv30_trimmed.json": "locomo",
 }
 
 
@@ -463,3 +464,50 @@ def test_canonical_doc_example_is_the_fixture():
     ).read_text()
     example = doc.split("```jsonl\n", 1)[1].split("```", 1)[0]
     assert example == (FIXTURES / "canonical_example.jsonl").read_text()
+
+
+def test_locomo_turns_keep_ids_speakers_and_session_dates():
+    sessions, rejected = _read("locomo_conv30_trimmed.json")
+    assert not rejected and len(sessions) == 1
+    session = sessions[0]
+    assert session.external_id == "conv-30"
+    assert session.metadata == {"locomo_sessions": 2}
+    ids = [m.source_id for m in session.messages]
+    assert ids == [
+        "D1:1",
+        "D1:2",
+        "D1:3",
+        "D1:4",
+        "D1:14",
+        "D2:1",
+        "D2:2",
+        "D2:3",
+        "D2:4",
+    ]
+    first = session.messages[0]
+    assert (first.name, first.role) == ("Gina", "assistant")  # speaker_b
+    assert session.messages[1].role == "user"  # speaker_a: Jon
+    assert first.created_at == datetime(2023, 1, 20, 16, 4, tzinfo=UTC)
+    assert session.messages[5].created_at.date().isoformat() == "2023-01-29"
+    photo = session.messages[4]
+    assert photo.content.endswith(
+        "[image: a photography of a man in a suit is performing a dance]"
+    )
+    assert "upload.wikimedia" not in photo.content
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("12:09 am on 13 September, 2023", datetime(2023, 9, 13, 0, 9, tzinfo=UTC)),
+        ("12:30 PM on 1 Jan 2024", datetime(2024, 1, 1, 12, 30, tzinfo=UTC)),
+        ("9:00 am on 31 February, 2023", None),
+        ("yesterday", None),
+        (20230508, None),
+    ],
+)
+def test_locomo_session_dates(text, expected):
+    from ctxledger.pipelines.ingest.readers.locomo import parse_session_date
+
+    assert parse_session_date(text) == expected
