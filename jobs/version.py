@@ -29,20 +29,30 @@ def _installed(distribution: str) -> str:
 
 
 def _policy_line() -> str:
-    from ctxledger.schemas.policy import load_policy
+    from ctxledger.pipelines.redact.registry import load_checked_policy
 
-    policy = load_policy(None)
+    policy = load_checked_policy(None)
     return f"policy {policy.name} {policy.policy_version} (the packaged default)"
 
 
 def _detector_line() -> str:
-    """The detectors' code: our recognizers are this package's version; the
-    NER model and presidio are their distributions' (no model is loaded)."""
+    """The detector fingerprint (``pipelines.redact.fingerprint``: recognizer
+    code, lexicons, model and library versions) and the distributions behind
+    it (no model is loaded)."""
+    from ctxledger.pipelines.redact.fingerprint import (
+        detector_fingerprint,
+        policy_models,
+    )
     from ctxledger.schemas.policy import load_policy
 
-    model = load_policy(None).pii.ner_model
-    parts = [_installed("presidio_analyzer"), _installed("spacy"), _installed(model)]
-    return "detector " + ", ".join(parts)
+    pii = load_policy(None).pii
+    parts = [
+        _installed("presidio_analyzer"),
+        _installed("spacy"),
+        _installed(pii.ner_model),
+    ]
+    fingerprint = detector_fingerprint(policy_models(pii))[:8]
+    return f"detector {fingerprint}: " + ", ".join(parts)
 
 
 #: ``--version``'s lines after the package's, in order.

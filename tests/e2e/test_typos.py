@@ -200,3 +200,8 @@ def test_version_prints_package_policy_and_detector_versions():
     text = done.stdout
     assert text.startswith("ctxledger ")
     assert "policy" in text and "detector" in text
+    from ctxledger.pipelines.redact.registry import load_checked_policy
+
+    version = load_checked_policy(None).policy_version
+    assert version in text  # policy hash and detector fingerprint
+    assert f"detector {version.rsplit('.', 1)[1]}" in text
