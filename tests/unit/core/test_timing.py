@@ -45,6 +45,7 @@ def test_flush_writes_the_running_total_once_per_clock(tmp_path):
         "calls": 3,
         "outputs": 0,
         "dead": 0,
+        "tags": {},
     }
     assert read_timings(tmp_path) == [StageTiming(stage="redact", seconds=2.0, calls=3)]
 
