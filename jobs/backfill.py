@@ -26,8 +26,8 @@ from ctxledger.jobs.nightly import (
     _refresh_serving,
     _silent,
     _stage_lines,
+    fail_run,
     load_run,
-    record_failed_run,
     run_id_for,
 )
 from ctxledger.jobs.version import code_version
@@ -328,8 +328,7 @@ def run_backfill(
                 shares_process=shares_process(beam_args),
             )
     except Exception as exc:
-        record_failed_run(config, started_at, runner, len(plan.items), exc)
-        raise
+        fail_run(config, started_at, runner, len(plan.items), exc)
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         manifest = load_run(wh, config.run_id)
         if manifest is not None:

@@ -12,10 +12,12 @@ the run's own snapshot, or as a ``retention`` run when nothing is new.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NoReturn
 
 from ctxledger.jobs.version import code_version
 from ctxledger.pipelines.config import JobConfig
@@ -25,9 +27,16 @@ from ctxledger.schemas import RunManifest, content_hash
 from ctxledger.schemas.arrow import to_table
 from ctxledger.warehouse.catalog import Warehouse
 from ctxledger.warehouse.catalog_url import catalog_location
-from ctxledger.warehouse.concurrency import attempt_lock, new_attempt, retry_on_conflict
+from ctxledger.warehouse.concurrency import (
+    attempt_lock,
+    busy_error,
+    new_attempt,
+    retry_on_conflict,
+)
+from ctxledger.warehouse.errors import WarehouseError
 
 Progress = Callable[[str], None]
+log = logging.getLogger("ctxledger.jobs")
 
 
 def _silent(_msg: str) -> None:
@@ -258,8 +267,7 @@ def _run_pipeline(
             finally:
                 lake.close()  # read at graph build only; the pipeline runs next
     except Exception as exc:
-        record_failed_run(config, started_at, runner, len(found.items), exc)
-        raise
+        fail_run(config, started_at, runner, len(found.items), exc)
     return stage_lines
 
 
@@ -331,6 +339,26 @@ def _refresh_serving(warehouse, catalog, data_path, progress):
     )
     if done is not None and done.rebuilt:
         progress(f"memory serving replica rebuilt: {', '.join(done.rebuilt)}")
+
+
+def fail_run(
+    config: JobConfig,
+    started_at: datetime,
+    runner: str,
+    files_seen: int,
+    exc: Exception,
+) -> NoReturn:
+    """Record the failed run if the warehouse lets us, then raise: a lock
+    another job held past the wait (an attach in a stage or the commit, maybe
+    wrapped by the runner) as the one line of ``WarehouseBusyError``."""
+    busy = busy_error(exc)
+    try:
+        record_failed_run(config, started_at, runner, files_seen, busy or exc)
+    except WarehouseError as unrecorded:
+        log.warning("the failed run was not recorded: %s", unrecorded)
+    if busy is not None:
+        raise busy from exc
+    raise exc
 
 
 def record_failed_run(
