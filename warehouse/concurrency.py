@@ -180,11 +180,19 @@ def retry_on_conflict(
                 delay = delays[attempt]
                 attempt += 1
             reason = str(exc).strip().splitlines()[-1][:200]
-            log.warning(
-                "lost a race with a concurrent writer (try %d), retrying: %s",
-                tries,
-                reason,
-            )
+            if is_lock_error(exc):
+                # One line per wait, not one per try.
+                (log.warning if tries == 1 else log.debug)(
+                    "another job holds the warehouse; waiting up to %.0f s: %s",
+                    wait,
+                    reason,
+                )
+            else:
+                log.warning(
+                    "lost a race with a concurrent writer (try %d), retrying: %s",
+                    tries,
+                    reason,
+                )
             if on_retry is not None:
                 on_retry(tries, exc)
             sleep(delay)
