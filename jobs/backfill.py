@@ -70,6 +70,10 @@ class BackfillPlan:
     sessions: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     skipped_sessions: int = 0
+    #: The backfill's logical time: when the newest of its files was first
+    #: received (its first run's start), stable over reruns, unlike the wall
+    #: clock; rows of undated input take it (``JobConfig.received_at``).
+    received_at: datetime | None = None
 
 
 @dataclass
@@ -228,6 +232,8 @@ def plan_backfill(
         if (f.file_hash, f.path) in located
     ]
     plan.sessions = sorted(sessions)
+    received = [_as_utc(f.first_seen) for f in chosen if f.first_seen is not None]
+    plan.received_at = max(received, default=None)
     return plan
 
 
@@ -290,6 +296,7 @@ def run_backfill(
         max_record_bytes=policy.limits.max_record_bytes,
         key_file=str(key_file) if key_file else None,
         attempt=new_attempt(),  # staging per attempt (jobs.nightly)
+        received_at=plan.received_at,  # the run's logical time
     )
     result.run_id = config.run_id
     key = load_key(Path(key_file) if key_file else None)

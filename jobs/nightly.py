@@ -119,6 +119,7 @@ def run_nightly(
             llm_endpoint=llm_endpoint,
             llm_model=llm_model,
             docs=docs,
+            received_at=started_at,
         )
         if config is None:
             lake.close()
@@ -198,6 +199,7 @@ def _plan(lake, found, policy, landing, warehouse, catalog, data_path, **opts):
         llm_model=opts["llm_model"],
         docs=str(Path(docs).resolve()) if docs else None,
         attempt=new_attempt(),
+        received_at=opts["received_at"],  # the run's logical time
     )
     result.run_id = config.run_id
     return result, config, new_items
