@@ -28,12 +28,12 @@ from ctxledger.schemas.arrow import to_table
 from ctxledger.warehouse.catalog import Warehouse
 from ctxledger.warehouse.catalog_url import catalog_location
 from ctxledger.warehouse.concurrency import (
+    WarehouseBusyError,
     attempt_lock,
     busy_error,
     new_attempt,
     retry_on_conflict,
 )
-from ctxledger.warehouse.errors import WarehouseError
 
 Progress = Callable[[str], None]
 log = logging.getLogger("ctxledger.jobs")
@@ -350,16 +350,18 @@ def fail_run(
     files_seen: int,
     exc: Exception,
 ) -> NoReturn:
-    """Record the failed run if the warehouse lets us, then raise: a lock
-    another job held past the wait (an attach in a stage or the commit, maybe
-    wrapped by the runner) as the one line of ``WarehouseBusyError``."""
+    """Record the failed run, then raise. A lock another job held past the
+    wait (an attach in a stage or the commit, maybe wrapped by the runner) is
+    raised as the one line of ``WarehouseBusyError``, unrecorded: recording it
+    would wait for the same lock all over again."""
     busy = busy_error(exc)
-    try:
-        record_failed_run(config, started_at, runner, files_seen, busy or exc)
-    except WarehouseError as unrecorded:
-        log.warning("the failed run was not recorded: %s", unrecorded)
     if busy is not None:
+        log.warning("the failed run was not recorded: %s", busy)
         raise busy from exc
+    try:
+        record_failed_run(config, started_at, runner, files_seen, exc)
+    except WarehouseBusyError as unrecorded:
+        log.warning("the failed run was not recorded: %s", unrecorded)
     raise exc
 
 
