@@ -32,8 +32,8 @@ from ctxledger.jobs.nightly import (
     _refresh_serving,
     _silent,
     _stage_lines,
+    fail_run,
     load_run,
-    record_failed_run,
     run_id_for,
 )
 from ctxledger.jobs.version import code_version
@@ -79,6 +79,10 @@ class BackfillPlan:
     sessions: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     skipped_sessions: int = 0
+    #: The backfill's logical time: when the newest of its files was first
+    #: received (its first run's start), stable over reruns, unlike the wall
+    #: clock; rows of undated input take it (``JobConfig.received_at``).
+    received_at: datetime | None = None
 
 
 @dataclass
@@ -243,6 +247,8 @@ def plan_backfill(
         if (f.file_hash, f.path) in located
     ]
     plan.sessions = sorted(sessions)
+    received = [_as_utc(f.first_seen) for f in chosen if f.first_seen is not None]
+    plan.received_at = max(received, default=None)
     return plan
 
 
@@ -311,6 +317,7 @@ def run_backfill(
         max_record_bytes=policy.limits.max_record_bytes,
         key_file=str(key_file) if key_file else None,
         attempt=new_attempt(),  # staging per attempt (jobs.nightly)
+        received_at=plan.received_at,  # the run's logical time
     )
     result.run_id = config.run_id
     key = load_key(Path(key_file) if key_file else None)
@@ -350,8 +357,7 @@ def run_backfill(
                 shares_process=shares_process(beam_args),
             )
     except Exception as exc:
-        record_failed_run(config, started_at, runner, len(plan.items), exc)
-        raise
+        fail_run(config, started_at, runner, len(plan.items), exc)
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         manifest = load_run(wh, config.run_id)
         if manifest is not None:

@@ -446,7 +446,9 @@ def sql(
     """Run SQL against the warehouse (tables are in the default schema).
 
     Read-only by default (docs/security.md): no writes, no files but the lake's
-    own data files, no ATTACH/LOAD/SET; ``--write`` for maintenance.
+    own data files, no ATTACH/LOAD/SET; ``--write`` for maintenance. Read-only,
+    it reads a private copy of the catalog (docs/analysts.md): a long query
+    never makes a nightly, backfill or forget wait.
     Time travel: ``--snapshot N`` or ``SELECT ... FROM messages AT (VERSION => N)``.
     """
     import tempfile
@@ -461,15 +463,17 @@ def sql(
     statements = (
         [query] if query else [s for s in sys.stdin.read().split(";\n") if s.strip()]
     )
-    from ctxledger.warehouse.sql_access import lake_files, lock_down, refusal
+    from ctxledger.warehouse.sql_access import (
+        console_lake,
+        lake_files,
+        lock_down,
+        refusal,
+    )
 
     with (
         tempfile.TemporaryDirectory(prefix="ctxledger-sql-") as spill,
-        Warehouse.open(
-            warehouse, catalog=catalog, data_path=data_path, snapshot=snapshot,
-            read_only=not write,
-        ) as wh,
-    ):  # fmt: skip
+        console_lake(warehouse, catalog, data_path, snapshot, write=write) as wh,
+    ):
         from ctxledger.warehouse.evidence_api import install_macros
 
         con = wh.connection()

@@ -12,10 +12,12 @@ the run's own snapshot, or as a ``retention`` run when nothing is new.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NoReturn
 
 from ctxledger.jobs.version import code_version
 from ctxledger.pipelines.config import JobConfig
@@ -25,9 +27,16 @@ from ctxledger.schemas import RunManifest, content_hash
 from ctxledger.schemas.arrow import to_table
 from ctxledger.warehouse.catalog import Warehouse
 from ctxledger.warehouse.catalog_url import catalog_location
-from ctxledger.warehouse.concurrency import attempt_lock, new_attempt, retry_on_conflict
+from ctxledger.warehouse.concurrency import (
+    WarehouseBusyError,
+    attempt_lock,
+    busy_error,
+    new_attempt,
+    retry_on_conflict,
+)
 
 Progress = Callable[[str], None]
+log = logging.getLogger("ctxledger.jobs")
 
 
 def _silent(_msg: str) -> None:
@@ -110,6 +119,7 @@ def run_nightly(
             llm_endpoint=llm_endpoint,
             llm_model=llm_model,
             docs=docs,
+            received_at=started_at,
         )
         if config is None:
             lake.close()
@@ -189,6 +199,7 @@ def _plan(lake, found, policy, landing, warehouse, catalog, data_path, **opts):
         llm_model=opts["llm_model"],
         docs=str(Path(docs).resolve()) if docs else None,
         attempt=new_attempt(),
+        received_at=opts["received_at"],  # the run's logical time
     )
     result.run_id = config.run_id
     return result, config, new_items
@@ -258,8 +269,7 @@ def _run_pipeline(
             finally:
                 lake.close()  # read at graph build only; the pipeline runs next
     except Exception as exc:
-        record_failed_run(config, started_at, runner, len(found.items), exc)
-        raise
+        fail_run(config, started_at, runner, len(found.items), exc)
     return stage_lines
 
 
@@ -333,6 +343,28 @@ def _refresh_serving(warehouse, catalog, data_path, progress):
     )
     if done is not None and done.rebuilt:
         progress(f"memory serving replica rebuilt: {', '.join(done.rebuilt)}")
+
+
+def fail_run(
+    config: JobConfig,
+    started_at: datetime,
+    runner: str,
+    files_seen: int,
+    exc: Exception,
+) -> NoReturn:
+    """Record the failed run, then raise. A lock another job held past the
+    wait (an attach in a stage or the commit, maybe wrapped by the runner) is
+    raised as the one line of ``WarehouseBusyError``, unrecorded: recording it
+    would wait for the same lock all over again."""
+    busy = busy_error(exc)
+    if busy is not None:
+        log.warning("the failed run was not recorded: %s", busy)
+        raise busy from exc
+    try:
+        record_failed_run(config, started_at, runner, files_seen, exc)
+    except WarehouseBusyError as unrecorded:
+        log.warning("the failed run was not recorded: %s", unrecorded)
+    raise exc
 
 
 def record_failed_run(

@@ -347,6 +347,7 @@ class StreamJob:
             max_record_bytes=self.policy.limits.max_record_bytes,
             key_file=str(self.key_file) if self.key_file else None,
             attempt=new_attempt(),  # staging per attempt (jobs.nightly)
+            received_at=datetime.now(UTC),  # the micro-batch's logical time
         )
 
     def _start(self, batch: MicroBatch) -> _Commit:

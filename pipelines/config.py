@@ -7,6 +7,7 @@ and repeated later.
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, field_serializer
@@ -49,6 +50,13 @@ class JobConfig(BaseModel):
     #: This attempt of the run (``warehouse.concurrency.new_attempt``): names its
     #: staging folder, so two overlapping attempts of one run id never share one.
     attempt: str = ""
+    #: The run's logical time: when the warehouse received the run's input (a
+    #: nightly's start; a backfill's: when the newest of its files was first
+    #: received, ``jobs.backfill``). Rows of undated input take it (a tool
+    #: output's ``effective_from``, a memory's ``valid_from``, a ledger's
+    #: ``created_at``), never the wall clock: an identical rerun derives
+    #: identical rows. None: callers that build a config by hand.
+    received_at: datetime | None = None
     #: Evidence vectors of tool outputs computed by a helper process while the
     #: run redacts (``pipelines.evidence.ahead``): set by the graph when every
     #: stage runs in the job's own process and the policy embeds inline.

@@ -15,6 +15,7 @@ snapshot. A crash before the commit leaves the previous snapshot untouched.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sysconfig
@@ -31,8 +32,11 @@ import pyarrow as pa
 from ctxledger.schemas.arrow import arrow_schema
 from ctxledger.warehouse.catalog_url import catalog_location
 from ctxledger.warehouse.concurrency import retry_on_conflict
+from ctxledger.warehouse.errors import WarehouseError
 from ctxledger.warehouse.tables import TABLES
 from ctxledger.warehouse.views import install_catalog_extras
+
+log = logging.getLogger("ctxledger.warehouse")
 
 CATALOG_FILE = "catalog.ducklake"
 LAKE_ALIAS = "lake"
@@ -40,10 +44,6 @@ LAKE_ALIAS = "lake"
 #: (both delete its row) and the loser re-runs its de-duplicating inserts against
 #: the winner's rows; plain appends would both commit and duplicate shared keys.
 COMMIT_LOCK_TABLE = "_commit_lock"
-
-
-class WarehouseError(RuntimeError):
-    """A warehouse operation failed for a reason the user can act on."""
 
 
 def extension_directory() -> str:
@@ -125,6 +125,14 @@ class CommitResult:
 
     snapshot_id: int | None
     inserted: dict[str, int]
+    #: Another attempt of the same run id had committed it already: this one
+    #: added nothing and made no snapshot (``Warehouse.commit_staged``).
+    already_committed: bool = False
+
+
+class _AlreadyCommittedError(Exception):
+    """Raised inside a commit's transaction to roll it back: the run id has
+    a committed ``runs`` row (another attempt of the same run got there)."""
 
 
 def _missing_struct_fields(
@@ -450,12 +458,31 @@ class Warehouse:
         A transaction that conflicts with a concurrent writer's commit runs again
         (``warehouse.concurrency``), so each key lands once whichever commits first.
         """
-        inserted = retry_on_conflict(
-            lambda: self._commit_staged(
-                run_id, staged, extra_rows, commit_info, manifest, in_transaction
+        try:
+            inserted = retry_on_conflict(
+                lambda: self._commit_staged(
+                    run_id, staged, extra_rows, commit_info, manifest, in_transaction
+                )
             )
-        )
+        except _AlreadyCommittedError:
+            log.info("run %s was committed by another attempt; adding nothing", run_id)
+            return CommitResult(self.snapshot_for_run(run_id), {}, True)
         return CommitResult(self.snapshot_for_run(run_id), inserted)
+
+    def run_committed(self, run_id: str) -> bool:
+        """Whether ``runs`` holds a committed row for ``run_id`` (read in the
+        open transaction, if any)."""
+        if "runs" not in self._lake_tables():
+            return False
+        found = (
+            self.connection()
+            .execute(
+                "SELECT count(*) FROM runs WHERE run_id = ? AND status = 'committed'",
+                [run_id],
+            )
+            .fetchone()
+        )
+        return bool(found and found[0])
 
     def _commit_staged(
         self,
@@ -470,6 +497,11 @@ class Warehouse:
         con = self.connection()
         with self.transaction():
             self._take_commit_lock()
+            # A run id commits once: two attempts of one run (two nightlies
+            # over the same new files) serialise on the commit lock, and the
+            # second finds the first's ``runs`` row here (docs/scale_out.md).
+            if manifest is not None and self.run_committed(run_id):
+                raise _AlreadyCommittedError(run_id)
             for table, files in staged.items():
                 files = [f for f in files if Path(f).exists()]
                 if not files:

@@ -19,6 +19,15 @@ attempts, propagates (a transient error: the runner or scheduler retries the job
 Creating a fresh PostgreSQL catalog races too: two first ATTACHes both create
 DuckLake's metadata tables and one fails with "already exists"; the retry finds
 the catalog initialised.
+
+A local catalog file is different: DuckDB locks it per process for as long as a
+connection has it attached (read-only attaches too), so a second job waits for
+the first to let go. Those waits are bounded by time (``lock_wait_s``, default
+``CTXLEDGER_LOCK_WAIT_S`` or 120 s), not by attempts: a commit or compaction of
+the other job may take a while. When the wait runs out the job stops with one
+clear line (``WarehouseBusyError``) instead of DuckDB's raw lock error, and
+every attach a job makes (the commit's, and the stages' read-only ones in
+``warehouse.evidence_api``) goes through this same path.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import fcntl
 import logging
 import os
 import random
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +46,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
+
+from ctxledger.warehouse.errors import WarehouseError
 
 T = TypeVar("T")
 
@@ -54,6 +66,49 @@ CONFLICT_MARKERS = (
 )
 #: A first ATTACH that raced another one creating the catalog's metadata tables.
 INIT_MARKERS = ("already exists", "duplicate key value")
+#: DuckDB's error when another process has the local catalog file attached.
+LOCK_MARKER = "Could not set lock on file"
+#: Seconds a job waits for another job to let go of a local catalog file.
+DEFAULT_LOCK_WAIT_S = 120.0
+#: The one line a job stops with when the wait runs out.
+BUSY_MESSAGE = (
+    "another job holds the warehouse{where}; retry or use a PostgreSQL catalog "
+    "(docs/scale_out.md)"
+)
+
+
+class WarehouseBusyError(WarehouseError):
+    """Another process held the local catalog file for longer than the wait."""
+
+    def __init__(self, catalog: str | None = None):
+        where = f" ({catalog})" if catalog else ""
+        super().__init__(BUSY_MESSAGE.format(where=where))
+        self.catalog = catalog
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the text of an error a runner wrapped) is DuckDB's
+    "another process has this catalog file attached"."""
+    return LOCK_MARKER in str(exc)
+
+
+def busy_error(exc: BaseException) -> WarehouseBusyError | None:
+    """The one-line error for a lock error ``exc`` (raised here or wrapped by a
+    Beam runner, whose message carries the worker's traceback), else None."""
+    if isinstance(exc, WarehouseBusyError):
+        return exc
+    if not is_lock_error(exc):
+        return None
+    found = re.search(LOCK_MARKER + r' "([^"]+)"', str(exc))
+    return WarehouseBusyError(found.group(1) if found else None)
+
+
+def lock_wait_s() -> float:
+    """How long a job waits for a local catalog file another job holds."""
+    try:
+        return max(0.0, float(os.environ.get("CTXLEDGER_LOCK_WAIT_S", "")))
+    except ValueError:
+        return DEFAULT_LOCK_WAIT_S
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -90,30 +145,57 @@ def retry_on_conflict(
     sleep: Callable[[float], None] = time.sleep,
     rng: Callable[[], float] = random.random,
     on_retry: Callable[[int, BaseException], None] | None = None,
+    lock_wait: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """Run ``operation`` (one whole transaction) until it is not a lost race.
 
     ``operation`` must be safe to run again after an aborted attempt: it opens
     its own transaction and computes what to write from what it reads inside it.
+    A local catalog file held by another process is waited for up to
+    ``lock_wait`` seconds (``lock_wait_s()`` when None), then
+    ``WarehouseBusyError``; other lost races get ``attempts`` tries.
     """
     delays = backoff_delays(attempts, base, cap, rng)
-    for attempt in range(attempts):
+    wait = lock_wait_s() if lock_wait is None else lock_wait
+    deadline: float | None = None
+    attempt = 0  # lost races other than a held lock file
+    tries = 0
+    while True:
+        tries += 1
         try:
             return operation()
         except duckdb.Error as exc:
-            if not is_conflict(exc) or attempt == attempts - 1:
+            if not is_conflict(exc):
                 raise
+            if is_lock_error(exc):
+                now = clock()
+                deadline = now + wait if deadline is None else deadline
+                if now >= deadline:
+                    raise busy_error(exc) from exc
+                delay = min(deadline - now, rng() * min(1.0, base * 2 ** min(tries, 8)))
+            else:
+                if attempt == attempts - 1:
+                    raise
+                delay = delays[attempt]
+                attempt += 1
             reason = str(exc).strip().splitlines()[-1][:200]
-            log.warning(
-                "lost a race with a concurrent writer (attempt %d of %d), retrying: %s",
-                attempt + 1,
-                attempts,
-                reason,
-            )
+            if is_lock_error(exc):
+                # One line per wait, not one per try.
+                (log.warning if tries == 1 else log.debug)(
+                    "another job holds the warehouse; waiting up to %.0f s: %s",
+                    wait,
+                    reason,
+                )
+            else:
+                log.warning(
+                    "lost a race with a concurrent writer (try %d), retrying: %s",
+                    tries,
+                    reason,
+                )
             if on_retry is not None:
-                on_retry(attempt + 1, exc)
-            sleep(delays[attempt])
-    raise AssertionError("unreachable")  # pragma: no cover
+                on_retry(tries, exc)
+            sleep(delay)
 
 
 # -- run attempts ------------------------------------------------------------------

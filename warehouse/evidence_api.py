@@ -82,13 +82,24 @@ def _read_only(
         and not Path(catalog).exists()
     ):
         return None
-    con = connect(load=lake_extensions(catalog))
-    attach_lake(
-        con, catalog, data_path or str(root / "lake"),
-        default_data_path=data_path is None, options=", READ_ONLY",
-    )  # fmt: skip
-    con.execute(f"USE {LAKE_ALIAS}")
-    return con
+    from ctxledger.warehouse.concurrency import retry_on_conflict
+
+    def attach() -> duckdb.DuckDBPyConnection:
+        con = connect(load=lake_extensions(catalog))
+        try:
+            attach_lake(
+                con, catalog, data_path or str(root / "lake"),
+                default_data_path=data_path is None, options=", READ_ONLY",
+            )  # fmt: skip
+            con.execute(f"USE {LAKE_ALIAS}")
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    # A stage's attach waits for a job holding the local catalog file like the
+    # commit does, and stops with the same one line (``warehouse.concurrency``).
+    return retry_on_conflict(attach)
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:

@@ -8,7 +8,10 @@ unsigned extension. So by default (``--write`` turns all of this off) the consol
 
 1. attaches the catalog ``READ_ONLY`` on a connection that refuses unsigned
    extensions (``Warehouse(read_only=True)``): no INSERT, UPDATE, DELETE, DDL or
-   DuckLake maintenance call (they all fail with "attached in read-only mode");
+   DuckLake maintenance call (they all fail with "attached in read-only mode").
+   A local catalog is attached as a private copy (``console_lake``,
+   ``warehouse.catalog_copy``) in a folder outside the allowed paths: a long
+   query holds no lock that a nightly, backfill or forget would wait for;
 2. loads what the evidence macros need and creates them (temp macros live in the
    connection's own ``temp`` catalog, which a read-only lake does not affect);
 3. allows file access to exactly the lake's data and delete files, of every
@@ -29,10 +32,41 @@ LOAD, INSTALL, SET, PREPARE/EXECUTE, EXPLAIN ANALYZE of anything but a query).
 from __future__ import annotations
 
 import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import duckdb
 
-from ctxledger.warehouse.catalog import LAKE_ALIAS
+from ctxledger.warehouse.catalog import LAKE_ALIAS, Warehouse
+from ctxledger.warehouse.catalog_copy import open_unlocked
+
+
+@contextmanager
+def console_lake(
+    root: str | Path,
+    catalog: str | None,
+    data_path: str | None,
+    snapshot: int | None,
+    *,
+    write: bool = False,
+) -> Iterator[Warehouse]:
+    """The console's warehouse: the lake itself with ``write`` (maintenance
+    takes the writer's lock like any job), else the last committed snapshot
+    through a private catalog copy that is deleted afterwards."""
+    if write:
+        with Warehouse.open(root, catalog=catalog, data_path=data_path) as wh:
+            yield wh
+        return
+    with tempfile.TemporaryDirectory(prefix="ctxledger-sql-catalog-") as folder:
+        wh = open_unlocked(
+            root, folder, catalog=catalog, data_path=data_path, snapshot=snapshot
+        )
+        try:
+            yield wh
+        finally:
+            wh.close()
 
 
 def lake_files(

@@ -196,8 +196,9 @@ class ChunkArtifactFn(beam.DoFn):
         self.received_at = None
 
     def setup(self):
-        # undated messages: their outputs take the time this run received them
-        self.received_at = received_now()
+        # undated messages: their outputs take the time the run received them,
+        # the run's logical time (the same on every worker and every rerun)
+        self.received_at = self.config.received_at or received_now()
 
     def process(self, element):
         (tenant_id, artifact_id), grouped = element

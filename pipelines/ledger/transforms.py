@@ -172,7 +172,9 @@ class BuildLedger(beam.PTransform):
 
 def ledger_branch(redacted, config: JobConfig, policy, pipeline, lake=None) -> dict:
     """The nightly graph's ledger branch (see ``pipelines.graph.BRANCHES``)."""
-    out = redacted.grouped | "BuildLedger" >> BuildLedger(config, policy.ledger)
+    out = redacted.grouped | "BuildLedger" >> BuildLedger(
+        config, policy.ledger, created_at=config.received_at
+    )
     return {
         LEDGER: out[LEDGER],
         TRAIL: out[TRAIL],

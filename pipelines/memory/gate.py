@@ -98,16 +98,19 @@ def gate_candidates(
     policy_version: str,
     run_id: str,
     basis_at: datetime | None = None,
+    received_at: datetime | None = None,
 ) -> GateResult:
     """Decide every candidate (see the module docstring).
 
     ``basis_at``: when the basis must be live (default: each memory's own
     time); re-admission (``pipelines.memory.readmit``) checks it *now*, since
-    the grant that admits a statement may postdate it.
+    the grant that admits a statement may postdate it. ``received_at``: the
+    time of an undated candidate (the run's logical time, ``JobConfig``;
+    ``now`` when None), so a rerun over the same input derives the same rows.
     """
     result = GateResult()
     for candidate in candidates:
-        when = candidate.valid_from or now
+        when = candidate.valid_from or received_at or now
         basis_time = basis_at or when
         reason: str | None = candidate.reject_reason
         days = settings.retention_days(candidate.source, candidate.kind)

@@ -345,6 +345,7 @@ class GateSubjectMemoriesFn(beam.DoFn):
                     now=self.now,
                     policy_version=self.config.policy_version,
                     run_id=self.config.run_id,
+                    received_at=self.config.received_at,
                 )
             except Exception as exc:  # noqa: BLE001 - terminal for this candidate
                 yield pvalue.TaggedOutput(

@@ -181,7 +181,7 @@ def commit_run(
         )
         # The first run stores the policy's source registry in its own
         # snapshot, so every source_id it stamps resolves in ``sources``.
-        store_first_registry(wh, policy, now)
+        store_first_registry(wh, policy, config.received_at or now)
         purged.append(counts)
 
     def manifest_rows(inserted: dict[str, int]):

@@ -17,7 +17,9 @@ from ctxledger.schemas.arrow import to_table
 from ctxledger.warehouse import Warehouse
 from ctxledger.warehouse.catalog import COMMIT_LOCK_TABLE, LAKE_ALIAS
 from ctxledger.warehouse.concurrency import (
+    WarehouseBusyError,
     backoff_delays,
+    busy_error,
     is_conflict,
     retry_on_conflict,
 )
@@ -148,6 +150,53 @@ def test_overlapping_commits_land_each_key_once_and_keep_both_snapshots(tmp_path
         wh_b._con.close()
 
 
+def _runs_row(run_id: str):
+    from datetime import UTC, datetime
+
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+    manifest = RunManifest(
+        run_id=run_id, job="nightly", status="committed", started_at=when,
+        finished_at=when, policy_version="p", code_version="c", runner="direct",
+    )  # fmt: skip
+    return lambda _inserted: to_table(RunManifest, [manifest.row()])
+
+
+def test_a_run_id_commits_once_when_two_attempts_race(tmp_path):
+    """Two attempts of one run (same run id): the loser of the race re-runs
+    its transaction, finds the winner's ``runs`` row and adds no snapshot."""
+    a_shard = staged_sessions(tmp_path, "a", range(0, 10))
+    b_shard = staged_sessions(tmp_path, "b", range(0, 10))
+    with Warehouse.open(tmp_path / "wh", create=True) as wh_a:
+        wh_b = _second_writer(wh_a)
+        attempts = []
+        winner = _runs_row("run-same")
+
+        def manifest_a(inserted):
+            attempts.append(dict(inserted))
+            if len(attempts) == 1:
+                wh_b.commit_staged(
+                    "run-same", {"sessions": [b_shard]}, {}, {}, manifest=winner
+                )
+            return winner(inserted)
+
+        before = wh_a.current_snapshot()
+        result = wh_a.commit_staged(
+            "run-same", {"sessions": [a_shard]}, {}, {}, manifest=manifest_a
+        )
+        assert result.already_committed and result.inserted == {}
+        messages = [s[2] for s in wh_a.snapshots()]
+        assert messages.count("run run-same") == 1
+        assert wh_a.current_snapshot() == before + 1
+        assert result.snapshot_id == before + 1
+        again = wh_a.commit_staged(
+            "run-same", {"sessions": [a_shard]}, {}, {}, manifest=winner
+        )
+        assert again.already_committed and wh_a.current_snapshot() == before + 1
+        runs = wh_a.query("SELECT count(*) FROM runs").fetchone()[0]
+        assert runs == 1
+        wh_b._con.close()
+
+
 def test_plain_appends_without_the_lock_would_duplicate(tmp_path):
     """Why the lock exists: DuckLake re-commits two overlapping appends both."""
     shard = staged_sessions(tmp_path, "a", range(0, 3))
@@ -201,6 +250,59 @@ def test_a_local_catalog_another_process_holds_is_waited_for():
         '.ducklake": Conflicting lock is held in python (PID 1)'
     )
     assert is_conflict(held)
+
+
+def _held() -> duckdb.IOException:
+    return duckdb.IOException(
+        'IO Error: Could not set lock on file "/w/catalog.ducklake": '
+        "Conflicting lock is held in python (PID 1)"
+    )
+
+
+def test_a_held_catalog_is_waited_for_by_time_not_by_attempts():
+    """More tries than ``attempts`` while the lock wait lasts; then one line."""
+    now, calls = [0.0], []
+
+    def operation():
+        calls.append(1)
+        if len(calls) < 25:
+            raise _held()
+        return "done"
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    result = retry_on_conflict(
+        operation, attempts=3, sleep=sleep, lock_wait=60, clock=lambda: now[0]
+    )
+    assert result == "done" and len(calls) == 25
+
+
+def test_a_catalog_held_past_the_wait_is_one_clear_line():
+    now = [0.0]
+
+    def operation():
+        raise _held()
+
+    def sleep(seconds):
+        assert seconds >= 0
+        now[0] += max(seconds, 0.01)
+
+    with pytest.raises(WarehouseBusyError) as raised:
+        retry_on_conflict(operation, sleep=sleep, lock_wait=5, clock=lambda: now[0])
+    message = str(raised.value)
+    assert "\n" not in message and "Conflicting lock" not in message
+    assert message.startswith("another job holds the warehouse (/w/catalog.ducklake)")
+    assert "retry or use a PostgreSQL catalog" in message
+    assert now[0] >= 5
+
+
+def test_a_lock_error_a_runner_wrapped_becomes_the_same_line():
+    wrapped = RuntimeError(
+        "Pipeline failed: Traceback ...\n" + str(_held()) + "\n [while running X]"
+    )
+    assert str(busy_error(wrapped)).startswith("another job holds the warehouse")
+    assert busy_error(RuntimeError("disk full")) is None
 
 
 def test_attempts_get_their_own_staging_and_a_dead_ones_lock_is_free(tmp_path):
