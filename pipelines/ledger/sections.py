@@ -94,7 +94,12 @@ from ctxledger.pipelines.ledger.next_steps import (
     confirmation_text,
 )
 from ctxledger.pipelines.ledger.render import finish, render
-from ctxledger.pipelines.ledger.results import FACT_CHARS, key_facts, output_facts
+from ctxledger.pipelines.ledger.results import (
+    FACT_CHARS,
+    key_facts,
+    output_facts,
+    result_status,
+)
 from ctxledger.pipelines.ledger.secret_lines import (
     DroppedLine,
     drop_secret_lines,
@@ -178,7 +183,7 @@ def _log_message(log: ReadLog, message: Message, position: int, span: Span) -> s
             output = span.outputs.get(observation.artifact_ref or "")
             tool = "" if observation.tool_name == "unknown" else observation.tool_name
             facts = _result_facts(observation, span)
-            typed = observation.status == "error" or bool(facts)
+            typed = result_status(observation.status, output) == "error" or bool(facts)
         log.saw_result(
             message,
             position,
@@ -250,7 +255,10 @@ def merge_sections(
                     ToolResultRef(
                         turn=message.turn,
                         tool_name=name,
-                        status=observation.status,
+                        status=result_status(
+                            observation.status,
+                            span.outputs.get(observation.artifact_ref or ""),
+                        ),
                         artifact_ref=observation.artifact_ref,
                         facts=clip(facts, FACT_CHARS + 60),
                     )
