@@ -164,16 +164,19 @@ _QUANTITY_NOUNS = (
     r"rate[ _]limit|retry[ _]limit|retries|replicas|workers|threads|partitions|"
     r"concurrency|capacity|quota|timeout|ttl|limit|cap|peak|budget|port"
 )
-_QUANTITY_VALUE = r"\d[\d,]*(?:\.\d+)?(?:\s?(?:[KMGT]i?B|[kmg]b|ms|s|min|h|%)(?![\w]))?"
+_QUANTITY_VALUE = (
+    r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+    r"(?:\s?(?:[KMGT]i?B|[kmg]b|ms|s|min|h|%)(?![\w]))?"
+)
 _QUANTITY = re.compile(
     rf"\b(?P<noun>{_QUANTITY_NOUNS})\b(?:\s+(?:is|was|of|at|to|from|set|now|"
     rf"currently|about|around|the|a|size|count))*\s*(?:[:=~]|->|\u2192)?\s*~?"
-    rf"(?P<v>{_QUANTITY_VALUE})(?![\w.,]\d)",
+    rf"(?P<v>{_QUANTITY_VALUE})(?![-/:]?\w)(?![.,]\d)",
     re.IGNORECASE,
 )
 #: ``-> 128`` / ``to 128`` right after a quantity: the value it changes to.
 _QUANTITY_NEXT = re.compile(
-    rf"\s*(?:->|=>|\u2192|\bto\b)\s*~?(?P<v>{_QUANTITY_VALUE})(?![\w.,]\d)",
+    rf"\s*(?:->|=>|\u2192|\bto\b)\s*~?(?P<v>{_QUANTITY_VALUE})(?![-/:]?\w)(?![.,]\d)",
     re.IGNORECASE,
 )
 #: A test runner's counts: ``48 passed, 0 failed``, ``Ran 12 tests``.
