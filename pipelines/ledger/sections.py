@@ -380,7 +380,10 @@ def merge_sections(
                     pinned_texts.add(sentence)
             if not ANY_CUE.search(sentence):
                 continue
-            if REJECT.search(sentence):
+            if REJECT.search(sentence) and not (
+                # "Could we double it to 128 instead of reverting?" proposes
+                message.role == "user" and sentence.rstrip().endswith("?")
+            ):
                 # what "it" was, and why, when the sentence does not say
                 text = rejected_text(sentence, said[:at], proposal, chars)
                 add_unique(rejected, item(text))
