@@ -5,9 +5,10 @@ For each case (``serving.context_checks``) the runner offers the catalogue's
 tools (kind ``tool`` items, their definitions' tokens taken from the window),
 packs evidence with ``serving.evidence_pack.pack_context`` under the case
 set's source registry, confirms each selected item's scope in the warehouse,
-and runs the checks. Ablations re-run the set under a changed registry or
-time: (a) each source removed (invalidated) in turn, (b) each required
-document replaced by the version before it (``as_of`` just before the
+and runs the checks (plus ``fixture``: a case's planted span must be in
+an item the pack weighed, or the case fails). Ablations re-run the set under
+a changed registry or time: (a) each source removed (invalidated) in turn,
+(b) each required document replaced by the version before it (``as_of`` just before the
 required version took effect: was the stale version caught?), (c) the
 required evidence moved to the first / middle / last place of the pack, (d)
 near-duplicate distractors added (each invalidated source restored).
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from ctxledger.pipelines.evidence.envelope import unwrap
 from ctxledger.schemas.evidence import ContextItem, ContextManifest, PackRequest
 from ctxledger.schemas.sources import SourceRegistry, load_registry
 from ctxledger.serving.context_checks import (
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 #: Cosine of the query to a tool's name and description needed to offer it.
 TOOL_MIN_RELEVANCE = 0.3
+#: Drop reasons of items the pack never weighed (their source was removed).
+SOURCE_REMOVED = frozenset({"source_invalidated", "source_expired"})
 
 
 class CaseResult(BaseModel):
@@ -199,6 +203,49 @@ def version_before(wh: Warehouse, case: EvalCase, ref: EvidenceRef) -> datetime 
     return when - timedelta(microseconds=1)
 
 
+# ----------------------------------------------------------------- fixture
+def _plain(item: ContextItem) -> str:
+    """An item's text out of its data envelope, lower case, spaces folded."""
+    try:
+        text = str(unwrap(item.content).get("text", ""))
+    except (ValueError, TypeError):
+        text = item.content
+    return " ".join(text.lower().split())
+
+
+def fixture_check(case: EvalCase, manifest: ContextManifest) -> CheckResult | None:
+    """Whether the text a case plants (``fixture``'s quoted spans) was there to
+    be judged: in a selected item, or in one the pack weighed and dropped. A
+    case whose fixture is absent (its document not ingested, its source
+    removed) tested nothing, so it fails (``fixture``) instead of passing
+    because nothing injected reached the pack. None: the case plants nothing.
+    """
+    if case.fixture is None:
+        return None
+    spans = case.injected_spans
+    if not spans:
+        return CheckResult(
+            check="fixture",
+            passed=False,
+            reason='fixture quotes no span to look for (write it in "...")',
+        )
+    weighed = [_plain(i) for i in manifest.selected] + [
+        _plain(d.item)
+        for d in manifest.dropped
+        if d.item is not None and d.reason not in SOURCE_REMOVED
+    ]
+    absent = [
+        s for s in spans if not any(" ".join(s.lower().split()) in t for t in weighed)
+    ]
+    return CheckResult(
+        check="fixture",
+        passed=not absent,
+        reason="; ".join(
+            f'fixture absent: "{s}" is in no item the pack weighed' for s in absent
+        ),
+    )
+
+
 # -------------------------------------------------------------------- run
 def run_case(
     wh: Warehouse,
@@ -265,6 +312,9 @@ def run_case(
         _scope(wh, case, manifest.selected, policy),
         _newer(wh, case, at or now),
     )
+    planted = fixture_check(case, manifest)
+    if planted is not None:
+        checks.append(planted)
     return (
         CaseResult(
             name=case.name,

@@ -193,6 +193,15 @@ class PackSettings(_Strict):
     #: Items whose cosine to the query is below this are dropped
     #: (``low_relevance``): filling the window with unrelated text helps nobody.
     min_relevance: float = Field(default=0.1, ge=0.0, le=1.0)
+    #: An item of high injection risk (its source's ``injection_risk``, or
+    #: text that reads as instructions) or of low trust (``untrusted``) is
+    #: selected only when its cosine to the query reaches this, never as
+    #: filler (``untrusted_low_relevance``).
+    untrusted_min_relevance: float = Field(default=0.4, ge=0.0, le=1.0)
+    #: Utility loses this for an item of medium / high injection risk (the
+    #: seed's ``- injection_risk`` term); instruction-like text is ``high``.
+    medium_risk_penalty: float = Field(default=0.05, ge=0.0)
+    high_risk_penalty: float = Field(default=0.15, ge=0.0)
     #: Evidence candidates fetched per request (before scoring); ``pack`` asks
     #: for more (doubling, up to ``max_candidates``) until the candidates hold
     #: ``fill_factor`` x the budget in tokens, so a large budget can be filled.
@@ -375,6 +384,7 @@ DropReason = Literal[
     "duplicate",
     "near_duplicate",
     "low_relevance",
+    "untrusted_low_relevance",
     "superseded",
     "source_invalidated",
     "source_expired",

@@ -21,7 +21,9 @@ Rules, in order:
 * mandatory items go in first (``PackError`` when they do not fit, are
   unknown, or are superseded);
 * an item whose relevance is below ``min_relevance`` is dropped
-  (``low_relevance``);
+  (``low_relevance``); an ``untrusted`` one below ``untrusted_min_relevance``
+  too (``untrusted_low_relevance``): text of low trust or high injection risk
+  goes in for what it says about the query, never as filler;
 * then, greedily, the remaining item of highest utility (ties: lowest
   ``item_id``, so the result does not depend on the input order): an exact
   duplicate of a selected item's content is dropped (``duplicate``), a
@@ -187,6 +189,7 @@ def greedy_select(
     *,
     mandatory: Sequence[int] = (),
     min_relevance: float = 0.0,
+    floors: np.ndarray | Sequence[float] | None = None,
     cost: Callable[[int], int] | None = None,
     on_select: Callable[[int, bool], None] | None = None,
     on_drop: Callable[[int, str], None] | None = None,
@@ -194,6 +197,9 @@ def greedy_select(
 ) -> tuple[list[tuple[int, bool]], list[tuple[int, str]], int]:
     """The selection loop (module docstring) over candidate indices.
 
+    ``floors``: per candidate, a relevance below which it is dropped
+    (``untrusted_low_relevance``) though it passes ``min_relevance``: an
+    untrusted or injection-prone item is never filler.
     ``cost(i)``: tokens candidate ``i`` would add now (default its
     ``token_count``; the warehouse adds the joins with selected neighbours).
     ``on_select`` / ``on_drop`` are called at the moment of each decision,
@@ -243,10 +249,18 @@ def greedy_select(
     id_rank = np.argsort(np.argsort([c.item_id for c in candidates]))
     remaining = np.ones(n, dtype=bool)
     remaining[mandatory] = False
-    for i in np.flatnonzero(remaining):
-        if candidates[i].relevance < min_relevance:
-            drop(int(i), "low_relevance")
-            remaining[i] = False
+    # below ``min_relevance``, or below an untrusted item's own floor: one
+    # array pass over the relevances, a call only per dropped candidate
+    relevance = np.fromiter((c.relevance for c in candidates), float, n)
+    low = relevance < min_relevance
+    guarded = ~low
+    if floors is not None:
+        guarded &= relevance < np.asarray(floors, dtype=float)
+    else:
+        guarded[:] = False
+    for i in np.flatnonzero(remaining & (low | guarded)).tolist():
+        drop(i, "low_relevance" if low[i] else "untrusted_low_relevance")
+        remaining[i] = False
     utility_of = getattr(scorer, "utility_of", None)
     if utility_of is not None and getattr(scorer, "monotone", False):
         used = _lazy_rounds(
@@ -361,6 +375,7 @@ def pack_context(
     *,
     mandatory: Sequence[str] = (),
     min_relevance: float = 0.0,
+    untrusted_min_relevance: float = 0.0,
 ) -> PackResult:
     """Select the candidates that go into the window (module docstring).
 
@@ -388,6 +403,9 @@ def pack_context(
         StaticScorer([c.value for c in live]),
         mandatory=forced,
         min_relevance=min_relevance,
+        floors=[
+            untrusted_min_relevance if c.trust == "untrusted" else 0.0 for c in live
+        ],
         budget_detail=(
             f" (window {window} - output {max_output} - overhead {overhead})"
         ),

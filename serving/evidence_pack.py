@@ -6,7 +6,7 @@ operator group, see ``serving.evidence_search``) and the subject's memories for
 the purpose (facts and hypotheses, through ``serving.memories``). Each is
 valued
 
-    utility = relevance x authority x freshness - redundancy
+    utility = relevance x authority x freshness - redundancy - injection_risk
 
 * relevance: cosine similarity of the item to the query, clipped to [0, 1];
   below ``min_relevance`` an item is dropped (``low_relevance``);
@@ -14,6 +14,13 @@ valued
   (policy ``evidence.pack``); memories by how they are served;
 * freshness: ``0.5 ** (age_days / freshness_half_life_days)``, age from the
   item's effective date to ``as_of`` (or now);
+* injection_risk: ``medium_risk_penalty`` / ``high_risk_penalty`` by the
+  item's risk (its source's ``injection_risk``; text that reads as
+  instructions counts as ``high`` and is served ``untrusted`` whatever its
+  document says). An item
+  of high risk or ``untrusted`` trust whose relevance is below
+  ``untrusted_min_relevance`` is dropped (``untrusted_low_relevance``): it
+  goes in for what it says about the query, never as filler;
 * redundancy: repeated *text*, not a shared topic or document.
   ``redundancy_weight x (relevance x authority x freshness) x overlap``, where
   overlap is the share of the item's word shingles already present in the
@@ -134,6 +141,8 @@ class Candidate:
     injection_risk: str | None = None
     #: The registered source ``_stamp_source`` gave it (None: not stamped).
     spec: SourceSpec | None = None
+    #: What its injection risk takes off its utility (``_guard``).
+    risk: float = 0.0
 
 
 def _copy(c: Candidate) -> Candidate:
@@ -630,6 +639,36 @@ def _envelope(
     return content, flagged
 
 
+@lru_cache(maxsize=65_536)
+def _flagged(text: str) -> bool:
+    """``instruction_like(text)``, once per text (the same chunks come back
+    for similar questions)."""
+    return instruction_like(text)
+
+
+def _guard(candidates: list[Candidate], settings: PackSettings) -> np.ndarray:
+    """Each candidate's relevance floor, and its injection-risk penalty
+    (``Candidate.risk``): text that reads as instructions is of high risk and
+    served ``untrusted``; an item of high risk or ``untrusted`` trust gets
+    ``untrusted_min_relevance`` as its floor, any other 0."""
+    penalty = {
+        "medium": settings.medium_risk_penalty,
+        "high": settings.high_risk_penalty,
+    }
+    floor = settings.untrusted_min_relevance
+    floors = np.zeros(len(candidates))
+    for k, c in enumerate(candidates):
+        risk = c.injection_risk or "low"
+        if risk != "high" and _flagged(c.text):
+            risk = "high"
+        if risk == "high":
+            c.trust = "untrusted"
+        c.risk = penalty.get(risk, 0.0)
+        if c.trust == "untrusted":
+            floors[k] = floor
+    return floors
+
+
 def _item(
     c: Candidate,
     retrieved_at: datetime,
@@ -956,6 +995,11 @@ class _Greedy:
         self.vectors = _stacked(candidates) if vectors is None else vectors
         values = [c.relevance * c.authority * c.freshness for c in candidates]
         self.base = np.array(values, dtype=float)
+        #: ``base`` less each candidate's injection-risk penalty (fixed):
+        #: what redundancy is taken from (``base`` itself when no risk)
+        self.risk = np.array([c.risk for c in candidates], dtype=float)
+        self._risky = bool(self.risk.any())
+        self.net = self.base - self.risk if self._risky else self.base
         # the fixed parts of every candidate's ``ContextScores``, rounded at
         # once (``round6``: the same values as ``round(x, 6)`` one by one)
         parts = round6(
@@ -1023,7 +1067,7 @@ class _Greedy:
         self._weighted = settings.redundancy_weight * self.base
         # Python floats of the same values, for one candidate at a time
         # (``utility_of``, ``penalty``)
-        self._base_of = self.base.tolist()
+        self._base_of = self.net.tolist()
         self._weighted_of = self._weighted.tolist()
         #: Utilities only fall as items are selected (``LazyScorer``): the
         #: shared shingles and closest cosines only grow, and with no
@@ -1099,7 +1143,7 @@ class _Greedy:
     def utilities(self) -> tuple[np.ndarray, np.ndarray]:
         """Utility (rounded like the manifest) and near-duplicate flag of all."""
         penalty, near = self._now()
-        return (self.base - penalty).round(6), near
+        return (self.net - penalty).round(6), near
 
     def penalty(self, i: int) -> float:
         """Candidate ``i``'s redundancy penalty now (``redundancy``)."""
@@ -1160,7 +1204,11 @@ class _Greedy:
             return []
         p = np.asarray(penalties, dtype=np.float64)
         values = np.asarray(self._values, dtype=np.float64)[rows]
-        hit = (p != 0).tolist()
+        if self._risky:
+            values = values - self.risk[rows]
+            hit = ((p != 0) | (self.risk[rows] != 0)).tolist()
+        else:
+            hit = (p != 0).tolist()
         redundancy = np.round(p, 6).tolist()
         utility = np.round(values - p, 6).tolist()
         raw = p.tolist()
@@ -1186,7 +1234,7 @@ class _Greedy:
             "authority": round(c.authority, 6),
             "freshness": round(c.freshness, 6),
             "redundancy": round(penalty, 6),
-            "utility": round(base - penalty, 6),
+            "utility": round(base - c.risk - penalty, 6),
         }
 
     def scores_outside(self, c: Candidate) -> dict[str, float]:
@@ -1283,6 +1331,7 @@ def manifest_data(
         ids = {id(c) for c in kept}
         vectors = vectors[[k for k, c in enumerate(candidates) if id(c) in ids]]
     candidates = kept
+    floors = _guard(candidates, settings)
     if withheld:
         notes.append(
             f"{withheld} item(s) withheld: their source is above the "
@@ -1370,6 +1419,7 @@ def manifest_data(
         state,
         mandatory=[positions[m] for m in request.mandatory],
         min_relevance=settings.min_relevance,
+        floors=floors,
         cost=cost,
         on_select=select,
         on_drop=drop,
@@ -1410,6 +1460,7 @@ def manifest_data(
                 continue
             old.relevance = max(0.0, min(1.0, float(query_vec @ old.vector)))
             _stamp(old, registry, settings, at)
+            _guard([old], settings)
             dropped.append(
                 _dropped(
                     old,

@@ -83,7 +83,41 @@ GRANTED = re.compile(
 )
 NEXT = re.compile(
     r"\b(?:next steps?|next,|todo|to-do|follow[- ]ups?|action items?|remaining|"
-    r"plan:|then i will|then we will)\b",
+    r"plan:|then i will|then we will|"
+    # the session's pending chain: "we wait for CAB-5521 approval, then
+    # deploy the revert, then refund A-3381", "once it is deployed, ..."
+    r"(?:we|i|you) (?:still )?(?:wait|need to wait|are waiting) (?:for|on)|"
+    r"once (?:it|this|that|the \w+) (?:is|has been|gets) (?:approved|deployed|"
+    r"merged|released|done|signed off)|"
+    r"then (?:deploy|refund|release|merge|roll (?:back|out)|notify|close|restart|"
+    r"re-?run|rerun|ship|migrate|apply|revert))\b",
+    re.IGNORECASE,
+)
+#: A request for a summary or a status: it asks for no step of the task, so
+#: it does not replace the latest request under "Next steps".
+META_REQUEST = re.compile(
+    r"\b(?:summari[sz]e|summary|recap|where (?:we are|we stand|things stand)|"
+    r"status update|catch me up|up to speed|what(?:'s| is) the status)\b",
+    re.IGNORECASE,
+)
+#: A proposal of an option ("Could we just double the pool to 128?").
+PROPOSAL = re.compile(
+    r"\b(?:could we|can we|should we|shall we|what about|how about|why not|"
+    r"we could|you could|alternatively|instead of|option)\b",
+    re.IGNORECASE,
+)
+#: A rejection that names its option by a pronoun ("I rejected it").
+REJECT_BY_PRONOUN = re.compile(
+    r"\b(?:rejected|ruled out|decided against|discarded|abandoned|turned down|"
+    r"declined|dropped)\s+(?:it|that|this|them|those|that idea|this idea|the "
+    r"idea|the proposal|that option|this option)\b|\brul(?:e|ed) (?:it|that|"
+    r"this) out\b",
+    re.IGNORECASE,
+)
+#: A sentence giving a why ("because the peak is ~200", "would exceed").
+REASON = re.compile(
+    r"\b(?:because|since|due to|as it|would|exceeds?|exceeding|too|leaves|"
+    r"only|cap|limit|peak|risk|breaks?|costs?|not enough)\b",
     re.IGNORECASE,
 )
 PIN = re.compile(
@@ -109,7 +143,9 @@ FAILED = re.compile(
     r"\b(?:did not|didn't|does not work|doesn't work|doesn't seem|do not work|"
     r"could not|couldn't|unable to|cannot be|not (?:sufficient|enough|eligible|"
     r"allowed|possible|available|present|correct(?:ly)?|working|the cause)|"
-    r"failed|syntax error|wrong|incorrect|typo|timed out|no luck|"
+    # "48 passed, 0 failed" is a test run that passed
+    r"(?<!\b0 )(?<!\bnone )failed|syntax error|wrong|incorrect|typo|timed out|"
+    r"no luck|"
     r"no (?:additional|new) output|multiple occurrences|not recovered)\b",
     re.IGNORECASE,
 )

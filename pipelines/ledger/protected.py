@@ -11,7 +11,12 @@ checksummed:
 * ``identifier``: pseudonym tokens (``<PERSON:3f9a1c2b>``), employee numbers,
   shard names (``pay-shard-7``), ids introduced by a noun (``order A1B2C3``,
   ``account 123456``: labelled by the noun), ticket-style references
-  (``INC-5512``, ``R-20931``);
+  (``INC-5512``, ``R-20931``), commit hashes (``9f3c2ab``: label ``commit``),
+  versions (``1.4.4``, ``v2.3``: ``version``), sizes and limits by their noun
+  (``pool size 256``: ``pool_size``; ``DB cap 300``: ``cap``; ``timeout
+  30s``; ``256 -> 128`` after such a noun gives both) and test counts
+  (``48 passed, 0 failed``: ``tests_passed`` / ``tests_failed``): the numbers
+  a continuation depends on, so ``verify`` names the field when one changes;
 * ``negation``: clauses with "do not", "never", "must not", "decided against",
   "is not"...; ``approval``: pending approvals and sign-offs; ``pending_action``:
   next steps, to-dos, follow-ups. These three are lower-cased clauses, taken only
@@ -141,6 +146,54 @@ _KEYWORD_ID = re.compile(
 )
 _REF = re.compile(r"(?<![\w-])(?P<v>[A-Z][A-Z0-9]{0,9}-\d{2,}(?:-\d+)*)(?![\w-])")
 _NOT_REFS = frozenset({"SHA", "ISO", "UTF", "RFC", "PEP", "HTTP", "TLS", "AES", "MD"})
+#: A commit hash: 7-40 lower-case hex digits with a letter and a digit, not
+#: part of a path, a pseudonym token or an artifact id.
+_COMMIT = re.compile(
+    r"(?<![\w:/.#<-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w/-])"
+)
+#: A version: three numeric parts (``1.4.4``, ``2.77.0rc1``) or ``v`` and two
+#: or more (``v2.3``); not a four-part address or a file name.
+_VERSION = re.compile(
+    r"(?<![\w.])(?:v\d+(?:\.\d+){1,2}|\d+\.\d+\.\d+)(?:(?:rc|a|b|dev)\d+)?"
+    r"(?![\w]|\.\w)"
+)
+#: Sizes, limits and counts a setting is made of, named by their noun.
+_QUANTITY_NOUNS = (
+    r"pool[ _]size|pool|max[ _]connections|connections|batch[ _]size|page[ _]size|"
+    r"chunk[ _]size|buffer[ _]size|cache[ _]size|heap[ _]size|max[ _]size|"
+    r"rate[ _]limit|retry[ _]limit|retries|replicas|workers|threads|partitions|"
+    r"concurrency|capacity|quota|timeout|ttl|limit|cap|peak|budget|port"
+)
+_QUANTITY_VALUE = (
+    r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+    r"(?:\s?(?:[KMGT]i?B|[kmg]b|ms|s|min|h|%)(?![\w]))?"
+)
+_QUANTITY = re.compile(
+    rf"\b(?P<noun>{_QUANTITY_NOUNS})\b(?:\s+(?:is|was|of|at|to|from|set|now|"
+    rf"currently|about|around|the|a|size|count))*\s*(?:[:=~]|->|\u2192)?\s*~?"
+    rf"(?P<v>{_QUANTITY_VALUE})(?![-/:]?\w)(?![.,]\d)",
+    re.IGNORECASE,
+)
+#: ``-> 128`` / ``to 128`` right after a quantity: the value it changes to.
+_QUANTITY_NEXT = re.compile(
+    rf"\s*(?:->|=>|\u2192|\bto\b)\s*~?(?P<v>{_QUANTITY_VALUE})(?![-/:]?\w)(?![.,]\d)",
+    re.IGNORECASE,
+)
+#: A test runner's counts: ``48 passed, 0 failed``, ``Ran 12 tests``.
+_TEST_COUNT = re.compile(
+    r"(?<![\w.,])(?P<v>\d+)\s+(?P<what>passed|failed|errors?|skipped|tests?)\b"
+    r"|\bran\s+(?P<ran>\d+)\s+tests?\b",
+    re.IGNORECASE,
+)
+_TEST_LABELS = {
+    "passed": "tests_passed",
+    "failed": "tests_failed",
+    "error": "tests_errors",
+    "errors": "tests_errors",
+    "skipped": "tests_skipped",
+    "test": "tests",
+    "tests": "tests",
+}
 
 # -- rules ---------------------------------------------------------------------
 _NEGATION = re.compile(
@@ -250,12 +303,48 @@ def find_identifiers(text: str) -> list[Found]:
     for match in _REF.finditer(text):
         if match["v"].split("-", 1)[0] not in _NOT_REFS:
             found.append((4, match.start(), Found("identifier", "ref", match["v"])))
+    found += _numbers(text)
     best: dict[str, tuple[int, int, Found]] = {}
     for item in found:
         key = item[2].value.lower()
         if key not in best or item[0] < best[key][0]:
             best[key] = item
     return [f for _, _, f in sorted(best.values(), key=lambda item: item[1])]
+
+
+def _quantity(value: str) -> str:
+    """A size or a limit as written (``1,024``, ``512 MB``), so the text it
+    came from always carries it."""
+    return value.strip()
+
+
+def _numbers(text: str) -> list[tuple[int, int, Found]]:
+    """Commit hashes, versions, labelled sizes and limits, and test counts
+    (``find_identifiers``' candidates, after the more specific labels)."""
+    out: list[tuple[int, int, Found]] = []
+    if not _DIGIT.search(text):
+        return out
+    for match in _COMMIT.finditer(text):
+        out.append((5, match.start(), Found("identifier", "commit", match[0])))
+    for match in _VERSION.finditer(text):
+        version = match[0].lower()
+        out.append((6, match.start(), Found("identifier", "version", version)))
+    for match in _TEST_COUNT.finditer(text):
+        if match["ran"]:
+            label, value = "tests", match["ran"]
+        else:
+            label, value = _TEST_LABELS[match["what"].lower()], match["v"]
+        out.append((7, match.start(), Found("identifier", label, value)))
+    for match in _QUANTITY.finditer(text):
+        label = re.sub(r"[ _]+", "_", match["noun"].lower())
+        out.append(
+            (8, match.start("v"), Found("identifier", label, _quantity(match["v"])))
+        )
+        after = _QUANTITY_NEXT.match(text, match.end())
+        if after:
+            value = _quantity(after["v"])
+            out.append((8, after.start("v"), Found("identifier", label, value)))
+    return out
 
 
 @lru_cache(maxsize=65_536)

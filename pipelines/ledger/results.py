@@ -1,6 +1,7 @@
 """Tool results: typed lines with key facts, never the raw output.
 
-A result's facts are the output's exit code and last error line, then the
+A result's facts are what its output says about itself (test summary, exit
+code, and the error line when it failed; ``outcome.verdict``), then the
 observation's key fields (ids, status and errors first); results with neither
 are folded into one line when rendered.
 """
@@ -11,31 +12,18 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from ctxledger.pipelines.ledger.outcome import verdict
 from ctxledger.pipelines.ledger.text import clip, key_fields_map
 from ctxledger.schemas.ledger import ToolResultRef
 
 FACT_CHARS = 160
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
 REF_DIGITS = 12
-ERROR_LINE = re.compile(
-    r"(?:\b[A-Z]\w*(?:Error|Exception)\b|^(?:error|fatal|E)\b\s*[:\]]|"
-    r"\bERROR\b|\bFAIL(?:ED)?\b|No such file|command not found|not found|"
-    r"permission denied|\bexit (?:code|status):? ?[1-9])",
-    re.IGNORECASE | re.MULTILINE,
-)
 KEY_FACT = re.compile(
     r"(?:^|_)(?:id|ids|number|reference|ref|code|key|status|state|error|errors|"
     r"message|result|total|amount|count|items)$",
     re.IGNORECASE,
 )
-#: An error by name (case matters: "failed" in prose is not "FAILED").
-NAMED_ERROR = re.compile(
-    r"\b[A-Z]\w*(?:Error|Exception)\b|\bFAIL(?:ED)?\b|command not found|"
-    r"No such file|[Pp]ermission denied"
-)
-#: A numbered line of a file viewer (``36: raise ...``, ``1537\t) from error``).
-LISTING_LINE = re.compile(r"^\s*\d+(?::\s|\t|\s*\|)")
-EXIT_CODE = re.compile(r"\bexit (?:code|status):? ?(\d+)", re.IGNORECASE)
 
 
 def key_facts(key_fields: str, limit: int = FACT_CHARS) -> str:
@@ -51,30 +39,30 @@ def key_facts(key_fields: str, limit: int = FACT_CHARS) -> str:
 
 @lru_cache(maxsize=8_192)
 def output_facts(output: str | None, limit: int = FACT_CHARS) -> str:
-    """Key facts of a raw tool output: its exit code and its last error line
-    (``AssertionError: expected 5 but got None``, ``Error: payment amount does
-    not add up, total price is 305``), never the output itself."""
-    if not output:
-        return ""
+    """Key facts of a raw tool output, from what it says about itself
+    (``pipelines.ledger.outcome``): its test summary (``tests passed: 48
+    passed, 0 failed``), exit code and, when it failed, its error line
+    (``AssertionError: expected 5 but got None``, ``Error: payment amount
+    does not add up, total price is 305``), never the output itself nor a
+    line that merely mentions an error (``Warning: _curses.error: ...``)."""
+    found = verdict(output)
     parts = []
-    code = EXIT_CODE.search(output)
-    if code:
-        parts.append(f"exit={code[1]}")
-    errors = [
-        line.strip()
-        for line in output.splitlines()
-        if ERROR_LINE.search(line)
-        and 8 <= len(line.strip())
-        # "36: raise RuntimeError(...)" is a file's content shown by a viewer.
-        and not LISTING_LINE.match(line)
-    ]
-    errors = [e for e in errors if not EXIT_CODE.fullmatch(e)]
-    # A named error ("E999 SyntaxError: unmatched ']'") says more than a
-    # framework's reminder that mentions one ("... lead to the same error.").
-    named = [e for e in errors if NAMED_ERROR.search(e)]
-    if errors:
-        parts.append("error: " + clip((named or errors)[-1], limit - 20))
+    if found.tests is not None:
+        parts.append(f"tests {found.tests[0]}: {found.tests[1]}")
+    if found.exit is not None:
+        parts.append(f"exit={found.exit}")
+    if found.error is not None:
+        parts.append("error: " + clip(found.error, limit - 20))
     return clip(", ".join(parts), limit)
+
+
+def result_status(status: str | None, output: str | None) -> str:
+    """A result's status: ``error`` when its reader said so (an error event,
+    a non-zero exit code in the format's metadata), else the output's own
+    verdict (``outcome.verdict``), else the reader's."""
+    if status == "error":
+        return "error"
+    return verdict(output).status or status or "unknown"
 
 
 def short_ref(ref: str | None) -> str:

@@ -53,10 +53,13 @@ from ctxledger.pipelines.ledger.cues import (
     DECISION,
     GOAL,
     GRANTED,
+    META_REQUEST,
     NEXT,
+    PROPOSAL,
     REJECT,
     USER_DECLINE,
 )
+from ctxledger.pipelines.ledger.decisions import rejected_text
 from ctxledger.pipelines.ledger.findings import (
     FINDINGS_FACTOR,
     FINDINGS_PER_MESSAGE,
@@ -94,7 +97,12 @@ from ctxledger.pipelines.ledger.next_steps import (
     confirmation_text,
 )
 from ctxledger.pipelines.ledger.render import finish, render
-from ctxledger.pipelines.ledger.results import FACT_CHARS, key_facts, output_facts
+from ctxledger.pipelines.ledger.results import (
+    FACT_CHARS,
+    key_facts,
+    output_facts,
+    result_status,
+)
 from ctxledger.pipelines.ledger.secret_lines import (
     DroppedLine,
     drop_secret_lines,
@@ -178,7 +186,7 @@ def _log_message(log: ReadLog, message: Message, position: int, span: Span) -> s
             output = span.outputs.get(observation.artifact_ref or "")
             tool = "" if observation.tool_name == "unknown" else observation.tool_name
             facts = _result_facts(observation, span)
-            typed = observation.status == "error" or bool(facts)
+            typed = result_status(observation.status, output) == "error" or bool(facts)
         log.saw_result(
             message,
             position,
@@ -219,6 +227,8 @@ def merge_sections(
         g.text for g in goal if not g.text.startswith(ASSISTANT_GOAL_PREFIX)
     ]
     latest_request: SectionItem | None = None
+    #: The latest option a user proposed (what "I rejected it" refers to).
+    proposal: str | None = None
     latest_action: SectionItem | None = None
     action_name = "unknown"
     previous_was_result = span.after_result
@@ -250,7 +260,10 @@ def merge_sections(
                     ToolResultRef(
                         turn=message.turn,
                         tool_name=name,
-                        status=observation.status,
+                        status=result_status(
+                            observation.status,
+                            span.outputs.get(observation.artifact_ref or ""),
+                        ),
                         artifact_ref=observation.artifact_ref,
                         facts=clip(facts, FACT_CHARS + 60),
                     )
@@ -330,6 +343,10 @@ def merge_sections(
                 goal.extend(item(shown) for _, shown in asked)
                 goal_said = {sentence for sentence, _ in asked}
                 have_goal = True
+            elif firsts and all(META_REQUEST.search(f) for f in firsts):
+                # "Meanwhile, summarise where we are" asks for no step: the
+                # latest request stays the one the session is working on.
+                pass
             elif firsts or said:
                 # Pinned sentences and a one-sentence next-step cue are in the
                 # summary verbatim already: they only retire the older request.
@@ -339,8 +356,10 @@ def merge_sections(
                 latest_request = item(
                     "" if verbatim else REQUEST_PREFIX + " ".join(firsts[:2])
                 )
-        for sentence in said:
+        for at, sentence in enumerate(said):
             if message.role == "user":
+                if PROPOSAL.search(sentence):
+                    proposal = sentence
                 if USER_DECLINE.search(sentence) and not REJECT.search(sentence):
                     add_unique(rejected, item(sentence))
                 if (
@@ -361,8 +380,13 @@ def merge_sections(
                     pinned_texts.add(sentence)
             if not ANY_CUE.search(sentence):
                 continue
-            if REJECT.search(sentence):
-                add_unique(rejected, item(sentence))
+            if REJECT.search(sentence) and not (
+                # "Could we double it to 128 instead of reverting?" proposes
+                message.role == "user" and sentence.rstrip().endswith("?")
+            ):
+                # what "it" was, and why, when the sentence does not say
+                text = rejected_text(sentence, said[:at], proposal, chars)
+                add_unique(rejected, item(text))
             elif DECISION.search(sentence):
                 add_unique(decisions, item(sentence))
             if APPROVAL.search(sentence):

@@ -28,9 +28,10 @@ format:
   message; ``(Current directory: ...)`` lines in observations move the working
   directory.
 
-Outcomes: the observation's status; ``error`` when the result text carries a
-known failure marker; ``passed``/``failed`` for test runs whose output has a
-pytest/unittest/go/jest style summary.
+Outcomes: the observation's status; ``error`` when the result says it failed
+(``outcome.verdict``: an exit code, an error line in its place, an editor's
+refusal; never a keyword anywhere); ``passed``/``failed`` for test runs whose
+output has a pytest/unittest/go/jest style summary.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from functools import lru_cache
 from typing import Any
 
 from ctxledger.pipelines.ingest.sources import decode_json
+from ctxledger.pipelines.ledger.outcome import parse_test_outcome, verdict
 from ctxledger.pipelines.ledger.text import cut, key_fields_map
 from ctxledger.schemas.base import canonical_json, content_hash
 from ctxledger.schemas.ledger import ArtifactTrailEntry
@@ -162,23 +164,6 @@ _CWD_MARK = re.compile(r"\(Current directory: ([^)\n]+)\)")
 _OPEN_FILE_MARK = re.compile(r"\[File: (/[^\s\]]+) \(\d+ lines total\)\]")
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 _XML_COMMAND = re.compile(r"<command>\n?(.*?)\n?</command>", re.DOTALL)
-_EDIT_ERRORS = re.compile(
-    r"Your proposed edit has introduced new syntax error|No replacement was performed"
-    r"|did not appear verbatim|No such file or directory|does not exist|"
-    r"^ERROR:|^Error:|Traceback \(most recent call last\)|command not found",
-    re.MULTILINE,
-)
-_PYTEST_SUMMARY = re.compile(
-    r"=+ (?P<body>(?:[^=\n]*?\b(?:passed|failed|error|errors|skipped|xfailed|"
-    r"xpassed|deselected|warnings?|no tests ran)\b[^=\n]*)) =+"
-)
-_PYTEST_BARE = re.compile(r"^(?P<body>\d+ (?:passed|failed)[^\n]*)$", re.MULTILINE)
-_UNITTEST = re.compile(
-    r"^Ran (\d+) tests? in [\d.]+s\s*\n\s*\n?(OK|FAILED)[^\n]*", re.M
-)
-_GO_JEST_FAIL = re.compile(r"^(?:FAIL\b|--- FAIL|Tests:.*\bfailed\b)", re.MULTILINE)
-_GO_JEST_OK = re.compile(r"^(?:ok\s+\S+|PASS\b|Tests:.*\bpassed\b)", re.MULTILINE)
-
 # SWE-agent / OpenHands IPython helpers and plain Python file I/O.
 _PY_CREATE = re.compile(r"\bcreate_file\(\s*(?:path\s*=\s*)?['\"]([^'\"]+)['\"]")
 _PY_WRITE = re.compile(
@@ -684,30 +669,6 @@ def text_action_ops(action: str, state: TrailState) -> list[Op]:
 
 
 # -- outcomes ------------------------------------------------------------------
-def parse_test_outcome(output: str | None) -> tuple[str, str] | None:
-    """``(passed|failed, summary)`` from a test runner's output, when it says."""
-    if not output:
-        return None
-    summaries = list(_PYTEST_SUMMARY.finditer(output)) or list(
-        _PYTEST_BARE.finditer(output)
-    )
-    if summaries:
-        body = summaries[-1]["body"].strip()
-        failed = re.search(r"\b\d+ (?:failed|errors?)\b", body) is not None
-        if re.search(r"\b\d+ passed\b", body) or failed:
-            return ("failed" if failed else "passed", cut(body, 120))
-    unit = list(_UNITTEST.finditer(output))
-    if unit:
-        last = unit[-1]
-        verdict = "passed" if last[2] == "OK" else "failed"
-        return verdict, f"ran {last[1]} tests: {last[2]}"
-    if _GO_JEST_FAIL.search(output):
-        return "failed", "FAIL"
-    if _GO_JEST_OK.search(output):
-        return "passed", "ok"
-    return None
-
-
 def _outcome(op: Op, status: str | None, output: str | None) -> tuple[str, str | None]:
     """``(outcome, extra detail)`` of one operation."""
     if op.operation == "test":
@@ -715,9 +676,7 @@ def _outcome(op: Op, status: str | None, output: str | None) -> tuple[str, str |
         if parsed is not None:
             return parsed
         return ("failed" if status == "error" else status or "unknown"), None
-    if status == "error":
-        return "error", None
-    if output is not None and _EDIT_ERRORS.search(output):
+    if status == "error" or verdict(output).status == "error":
         return "error", None
     return status or "unknown", None
 

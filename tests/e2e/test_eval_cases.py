@@ -159,7 +159,8 @@ def test_every_row_resolves_and_authority_changes_ranking_without_rewrite(
         data = registry.model_dump()
         for spec in data["sources"]:
             if spec["source_id"] == "support-runbooks":
-                spec["authority"] = 0.1
+                # below the wiki's value less its injection-risk penalty
+                spec["authority"] = 0.05
         changed = type(registry).model_validate(data)
         assert sync_registry(lake_, changed) > 0
         active = active_registry(lake_, policy)
@@ -245,3 +246,40 @@ def _ingest_transcript(tmp_path: Path, warehouse: Path) -> None:
         ) + "\n"
     )  # fmt: skip
     run_nightly(tmp_path / "landing", warehouse, consent=consent)
+
+
+def test_every_seed_case_fails_when_its_fixture_is_removed(lake):
+    """A case must be able to fail: remove what it stands on (the source of
+    its required evidence, or of the span it plants) and it turns red. The
+    injected-span case used to pass with the injected source removed (the
+    injection check had nothing left to judge)."""
+    from ctxledger.jobs.eval_cases import _plain, _with_source
+    from ctxledger.serving.context_checks import EvidenceRef, matches_ref
+
+    _, wh, _ = lake
+    policy = load_policy(None)
+    case_set = load_case_set(CASES / "seed.yaml")
+    registry = case_set.registry
+    lake_ = Warehouse.open(wh)
+    try:
+        for case in case_set.cases:
+            result, manifest = run_case(lake_, case, case_set.tools, policy, registry)
+            assert result.passed, (case.name, result.checks)
+            refs = [EvidenceRef.parse(r) for r in case.required_evidence]
+            spans = [s.lower() for s in case.injected_spans]
+            holders = {
+                i.source_id
+                for i in manifest.selected
+                if any(matches_ref(r, i) for r in refs)
+                or any(s in _plain(i) for s in spans)
+            }
+            assert holders, case.name  # each seed case stands on something
+            for source_id in holders:
+                removed = _with_source(registry, source_id, True)
+                red, _ = run_case(lake_, case, case_set.tools, policy, removed)
+                assert not red.passed, (case.name, source_id, red.checks)
+            if case.fixture:
+                why = {c.check: c for c in red.checks}["fixture"]
+                assert not why.passed and "fixture absent" in why.reason
+    finally:
+        lake_.close()

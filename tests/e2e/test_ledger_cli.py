@@ -235,3 +235,57 @@ def test_a_changed_source_value_fails_the_stored_ledger(warehouse, run):
     assert rows["0 (t0-19)"]["altered"] == ["identifier:shard:pay-shard-8"]
     assert rows["session"]["missing"] == ["identifier:shard:pay-shard-8"]
     assert "checksum changed" in rows["session"]["note"]
+
+
+POOL = ROOT / "tests" / "fixtures" / "planted" / "pool_incident.jsonl"
+#: An outside summary of the pool incident that keeps every value.
+POOL_SUMMARY = (
+    "Commit 9f3c2ab cut the orders-api pool size from 256 to 64; requests queue. "
+    "The DB cap is 300 connections, the peak ~200. Doubling the pool size to 128 "
+    "was rejected: it still queues at the peak. Revert 9f3c2ab to 256; the "
+    "integration tests report 48 passed, 0 failed. The revert needs approval on "
+    "change request CAB-5521 before we deploy it; then refund order A-3381."
+)
+
+
+def test_verify_exits_non_zero_on_a_changed_commit_pool_size_or_test_count(
+    tmp_path, run
+):
+    """Issue 31: these three drifts exited 0; each now fails, naming the field."""
+    landing = tmp_path / "landing" / "canonical"
+    landing.mkdir(parents=True)
+    shutil.copy(POOL, landing / POOL.name)
+    result = run_nightly(tmp_path / "landing", tmp_path / "wh")
+    assert result.manifest is not None and result.manifest.status == "committed"
+    lines = [
+        {"session_id": "pool-incident", "text": text, "generator": name}
+        for name, text in (
+            ("kept", POOL_SUMMARY),
+            ("commit", POOL_SUMMARY.replace("9f3c2ab", "9f3c2bb")),
+            ("pool_size", POOL_SUMMARY.replace("256", "512")),
+            ("test_count", POOL_SUMMARY.replace("48 passed", "46 passed")),
+        )
+    ]
+    path = tmp_path / "summaries.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = run("verify", "--warehouse", tmp_path / "wh", "--summaries", path)
+    assert done.exit_code == 1, done.output
+    rows = {
+        r["generator"]: r
+        for r in _json_lines(
+            run(
+                "verify", "--warehouse", tmp_path / "wh", "--summaries", path,
+                "-o", "json",
+            ).output
+        )
+    }  # fmt: skip
+    assert rows["kept"]["passed"], rows["kept"]
+    for generator, field in (
+        ("commit", "identifier:commit:9f3c2ab"),
+        ("pool_size", "identifier:pool_size:256"),
+        ("test_count", "identifier:tests_passed:48"),
+    ):
+        row = rows[generator]
+        assert not row["passed"]
+        named = row["missing"] + [a.split(" ")[0] for a in row["altered"]]
+        assert any(field in n for n in named), row

@@ -126,6 +126,30 @@ def test_duplicates_low_relevance_and_worthless_items():
     }
 
 
+def test_untrusted_items_go_in_only_above_their_relevance_floor():
+    """Low trust is never filler: an untrusted item under
+    ``untrusted_min_relevance`` is dropped though the budget has room, a
+    trusted one at the same relevance is not."""
+    forum = _item("forum-post", 100, trust="untrusted", relevance=0.3)
+    wiki = _item("wiki-page", 100, trust="trusted", relevance=0.3)
+    answer = _item("forum-answer", 100, trust="untrusted", relevance=0.7)
+    noise = _item("recipe", 100, trust="untrusted", relevance=0.05)
+    result = pack_context(
+        [forum, wiki, answer, noise],
+        "shop",
+        window=5000,
+        max_output=0,
+        overhead=0,
+        min_relevance=0.1,
+        untrusted_min_relevance=0.4,
+    )
+    assert [c.item_id for c in result.selected] == ["forum-answer", "wiki-page"]
+    assert result.reasons == {
+        "forum-post": "untrusted_low_relevance",
+        "recipe": "low_relevance",
+    }
+
+
 def test_mandatory_items_go_first_or_fail():
     result = pack_context(
         CANDIDATES,

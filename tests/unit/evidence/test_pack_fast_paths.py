@@ -178,6 +178,8 @@ def test_greedy_overlap_and_closest_match_sets(seed, n, pool, picks):
     ]
     for c in candidates[::2]:  # rows' candidates carry their shingle array
         c.shingle_ids = _shingle_array(c.shingles)
+    for c in candidates[::3]:  # and some an injection-risk penalty
+        c.risk = 0.15
     state = _Greedy(candidates, PackSettings())
     seen: set[int] = set()
     best = np.full(n, -1.0)
