@@ -48,8 +48,14 @@ def chat(marker: str) -> str:
     ]
     return "".join(
         json.dumps(
-            {"session_id": "chat-1", "id": i, "turn": n, "role": role, "content": text,
-             "created_at": f"2024-03-0{n + 1}T10:00:00Z"}  # fmt: skip
+            {
+                "session_id": "chat-1",
+                "id": i,
+                "turn": n,
+                "role": role,
+                "content": text,
+                "created_at": f"2024-03-0{n + 1}T10:00:00Z",
+            }  # fmt: skip
         )
         + "\n"
         for n, (i, role, text) in enumerate(lines)
