@@ -12,6 +12,7 @@ the run's own snapshot, or as a ``retention`` run when nothing is new.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -258,6 +259,9 @@ def _run_pipeline(
             finally:
                 lake.close()  # read at graph build only; the pipeline runs next
     except Exception as exc:
+        # A failed attempt removes its own debris first (its shards can fill
+        # the disk that made it fail): nothing committed refers to them.
+        shutil.rmtree(config.staging_dir, ignore_errors=True)
         record_failed_run(config, started_at, runner, len(found.items), exc)
         raise
     return stage_lines
