@@ -1,6 +1,6 @@
 """``ctxledger forget --tenant T --subject S``: erase one subject, history included.
 
-The cascade lives in ``warehouse.memory_api.erase_subject`` (memories, rejections,
+The cascade lives in ``warehouse.erasure.erase_subject`` (memories, rejections,
 consent events, the subject's sessions and everything derived from them, the
 dead letters attributable to the subject with every quarantined copy of their
 raw bytes, ``staging/``, then snapshot expiry, file cleanup and catalog
@@ -31,7 +31,7 @@ def run_forget(
     """Erase ``subject_id`` of ``tenant_id``; return the stored receipt."""
     from ctxledger.schemas.policy import load_policy
     from ctxledger.warehouse.catalog import Warehouse
-    from ctxledger.warehouse.memory_api import erase_subject
+    from ctxledger.warehouse.erasure import erase_subject
 
     if not tenant_id or not subject_id:
         raise ValueError("--tenant and --subject must not be empty")
