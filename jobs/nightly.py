@@ -27,6 +27,7 @@ from ctxledger.schemas.arrow import to_table
 from ctxledger.warehouse.catalog import Warehouse
 from ctxledger.warehouse.catalog_url import catalog_location
 from ctxledger.warehouse.concurrency import attempt_lock, new_attempt, retry_on_conflict
+from ctxledger.warehouse.erasure import finish_pending as finish_erasures
 
 Progress = Callable[[str], None]
 
@@ -86,6 +87,8 @@ def run_nightly(
     warehouse = Path(warehouse).resolve()
     # One spelling of the catalog for every stage that attaches it (URL -> libpq).
     catalog = catalog_location(catalog) if catalog else None
+    # An erasure a crash left half done is finished before anything else.
+    finish_erasures(warehouse, catalog=catalog, data_path=data_path)
     progress(f"scanning {landing}")
     found = discover(landing, default_tenant)
     # The launcher's one connection for what the graph needs to know (the

@@ -458,6 +458,8 @@ def finish_pending(
     data_path: str | None = None,
 ) -> list[ErasureReceipt]:
     """Complete every erasure a crash left unfinished; their receipts."""
+    for partial in journal_dir(root).glob(".era_*.partial"):  # a save cut short
+        partial.unlink(missing_ok=True)
     receipts = []
     for path in pending_journals(root):
         receipt = execute_erasure(root, path, catalog=catalog, data_path=data_path)
