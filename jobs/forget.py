@@ -30,12 +30,10 @@ def run_forget(
 ) -> ErasureReceipt:
     """Erase ``subject_id`` of ``tenant_id``; return the stored receipt."""
     from ctxledger.schemas.policy import load_policy
-    from ctxledger.warehouse.catalog import Warehouse
     from ctxledger.warehouse.erasure import erase_subject
 
     if not tenant_id or not subject_id:
         raise ValueError("--tenant and --subject must not be empty")
-    Warehouse.open(warehouse, catalog=catalog, data_path=data_path).close()
     return erase_subject(
         warehouse,
         tenant_id,

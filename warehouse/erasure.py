@@ -54,7 +54,6 @@ from ctxledger.schemas.memory import (
 )
 from ctxledger.warehouse.catalog import LAKE_ALIAS, Warehouse
 from ctxledger.warehouse.memory_api import (
-    _arrow_rows,
     _attributed_dead_letters,
     _columns,
     _default_settings,
@@ -199,45 +198,46 @@ def _quarantine_refs(wh: Warehouse, files: list[list[str]]) -> list[str]:
     return sorted(refs)
 
 
+def erasure_id_for(tenant_id: str, subject_id: str, requested_at: datetime) -> str:
+    """The id of an erasure (and of its journal and receipt)."""
+    hashed = subject_hash(tenant_id, subject_id)
+    return content_hash("erase", tenant_id, hashed, requested_at, prefix="era_")
+
+
 def plan_erasure(
-    root: str | Path,
+    wh: Warehouse,
     tenant_id: str,
     subject_id: str,
     *,
-    catalog: str | None = None,
-    data_path: str | None = None,
     settings: MemorySettings | None = None,
     job_version: str = "",
-    now: datetime | None = None,
-) -> Path:
-    """Find everything of the subject and write the durable journal; its path."""
+    requested_at: datetime,
+) -> tuple[Path, dict[str, Any]]:
+    """Find everything of the subject (reads only, on ``wh``) and write the
+    durable journal; its path and content."""
     settings = settings or _default_settings()
-    requested_at = now or datetime.now(UTC)
-    root = Path(root)
-    hashed = subject_hash(tenant_id, subject_id)
-    erasure_id = content_hash("erase", tenant_id, hashed, requested_at, prefix="era_")
-    with Warehouse.open(root, catalog=catalog, data_path=data_path) as wh:
-        wh.ensure_tables()
-        wh.connection().execute(f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')")
-        sessions, files = subject_sessions(
-            wh, tenant_id, subject_id, settings.subject_metadata_key
-        )
-        own_files = sorted(f for f, whole in files.items() if whole)
-        hashes, copies = _content_copies(wh, tenant_id, own_files)
-        copy_sessions = _sessions_of_files(wh, copies)
-        attributed = _attributed_dead_letters(
-            wh, tenant_id, subject_id, sessions, settings.subject_metadata_key
-        )
-        scrubbed = [[tenant_id, f] for f in own_files] + copies
-        quarantine = sorted(
-            set(_quarantine_refs(wh, scrubbed)) | {r for _, r in attributed if r}
-        )
+    erasure_id = erasure_id_for(tenant_id, subject_id, requested_at)
+    wh.ensure_tables()
+    wh.connection().execute(f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')")
+    sessions, files = subject_sessions(
+        wh, tenant_id, subject_id, settings.subject_metadata_key
+    )
+    own_files = sorted(f for f, whole in files.items() if whole)
+    hashes, copies = _content_copies(wh, tenant_id, own_files)
+    copy_sessions = _sessions_of_files(wh, copies)
+    attributed = _attributed_dead_letters(
+        wh, tenant_id, subject_id, sessions, settings.subject_metadata_key
+    )
+    scrubbed = [[tenant_id, f] for f in own_files] + copies
+    quarantine = sorted(
+        set(_quarantine_refs(wh, scrubbed)) | {r for _, r in attributed if r}
+    )
     journal = {
         "format": FORMAT,
         "erasure_id": erasure_id,
         "tenant_id": tenant_id,
         "subject_id": subject_id,
-        "subject_hash": hashed,
+        "subject_hash": subject_hash(tenant_id, subject_id),
         "requested_at": requested_at.isoformat(),
         "job_version": job_version,
         "sessions": sorted(set(sessions) | set(copy_sessions)),
@@ -254,86 +254,80 @@ def plan_erasure(
         "files_deleted": 0,
         "catalog_compacted": False,
     }
-    path = journal_dir(root) / f"{erasure_id}.json"
+    path = journal_dir(wh.root) / f"{erasure_id}.json"
     os.makedirs(path.parent, mode=0o700, exist_ok=True)
     os.chmod(path.parent, 0o700)
     save_journal(path, journal)
-    return path
+    return path, journal
 
 
 # -- execute -----------------------------------------------------------------------
 
 
-def _erase_rows(
-    root: Path, path: Path, journal: dict[str, Any], catalog, data_path
-) -> None:
+def _erase_rows(wh: Warehouse, path: Path, journal: dict[str, Any]) -> None:
     """Delete the journal's rows in one snapshot (idempotent: a rerun finds
     none); the counts reach the journal before the commit."""
     tenant_id, subject_id = journal["tenant_id"], journal["subject_id"]
     counts: dict[str, int] = {}
-    with Warehouse.open(root, catalog=catalog, data_path=data_path) as wh:
-        wh.ensure_tables()
-        con = wh.connection()
-        con.execute(f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')")
-        columns = _columns(wh)
-        _register_erase_sets(wh, list(journal["sessions"]))
-        try:
-            with wh.transaction():
-                for table in sorted(columns):
-                    found = _delete_sql(table, columns[table], tenant_id, subject_id)
-                    if found is None:
-                        continue
-                    sql, params = found
-                    deleted = int(con.execute(sql, params).fetchone()[0] or 0)
-                    if deleted:
-                        counts[table] = counts.get(table, 0) + deleted
-                if "artifacts" in columns:
-                    deleted = con.execute(
-                        "DELETE FROM artifacts WHERE (tenant_id || chr(0) || "
-                        "artifact_id) IN (SELECT artifact_key FROM __erase_artifacts)"
+    wh.ensure_tables()
+    con = wh.connection()
+    con.execute(f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')")
+    columns = _columns(wh)
+    _register_erase_sets(wh, list(journal["sessions"]))
+    try:
+        with wh.transaction():
+            for table in sorted(columns):
+                found = _delete_sql(table, columns[table], tenant_id, subject_id)
+                if found is None:
+                    continue
+                sql, params = found
+                deleted = int(con.execute(sql, params).fetchone()[0] or 0)
+                if deleted:
+                    counts[table] = counts.get(table, 0) + deleted
+            if "artifacts" in columns:
+                deleted = con.execute(
+                    "DELETE FROM artifacts WHERE (tenant_id || chr(0) || "
+                    "artifact_id) IN (SELECT artifact_key FROM __erase_artifacts)"
+                ).fetchone()[0]
+                if deleted:
+                    counts["artifacts"] = int(deleted)
+            for tenant, file in journal["scrub_files"]:
+                _scrub_file(wh, tenant, file, counts)
+            if journal["dead_letters"]:
+                ids = pa.array(journal["dead_letters"], pa.string())
+                con.register("__erase_dead", pa.table({"id": ids}))
+                try:
+                    dropped = con.execute(
+                        "DELETE FROM dead_letters WHERE dead_letter_id IN "
+                        "(SELECT id FROM __erase_dead)"
                     ).fetchone()[0]
-                    if deleted:
-                        counts["artifacts"] = int(deleted)
-                for tenant, file in journal["scrub_files"]:
-                    _scrub_file(wh, tenant, file, counts)
-                if journal["dead_letters"]:
-                    con.register(
-                        "__erase_dead",
-                        pa.table(
-                            {"id": pa.array(journal["dead_letters"], pa.string())}
-                        ),
+                finally:
+                    con.unregister("__erase_dead")
+                if dropped:
+                    counts["dead_letters"] = counts.get("dead_letters", 0) + int(
+                        dropped
                     )
-                    try:
-                        dropped = con.execute(
-                            "DELETE FROM dead_letters WHERE dead_letter_id IN "
-                            "(SELECT id FROM __erase_dead)"
-                        ).fetchone()[0]
-                    finally:
-                        con.unregister("__erase_dead")
-                    if dropped:
-                        counts["dead_letters"] = counts.get("dead_letters", 0) + int(
-                            dropped
-                        )
-                erasure_id = journal["erasure_id"]
-                _set_message(
-                    wh,
-                    f"erase {erasure_id}",
-                    {"kind": "erasure", "erasure_id": erasure_id},
-                )
-                # A rerun after a crash past this commit counts 0: keep the larger.
-                before = journal["counts"]
-                journal["counts"] = {
-                    t: max(before.get(t, 0), counts.get(t, 0))
-                    for t in sorted(set(before) | set(counts))
-                }
-                save_journal(path, journal)
-        finally:
-            for name in ("__erase_sessions", "__erase_messages", "__erase_artifacts"):
-                con.unregister(name)
+            erasure_id = journal["erasure_id"]
+            _set_message(
+                wh,
+                f"erase {erasure_id}",
+                {"kind": "erasure", "erasure_id": erasure_id},
+            )
+            # A rerun after a crash past this commit counts 0: keep the larger.
+            before = journal["counts"]
+            journal["counts"] = {
+                t: max(before.get(t, 0), counts.get(t, 0))
+                for t in sorted(set(before) | set(counts))
+            }
+            save_journal(path, journal)
+    finally:
+        for name in ("__erase_sessions", "__erase_messages", "__erase_artifacts"):
+            con.unregister(name)
 
 
 def _receipt(journal: dict[str, Any]) -> ErasureReceipt:
     counts = journal["counts"]
+    copies = len(journal["scrub_files"]) - journal["own_files"]
     return ErasureReceipt(
         erasure_id=journal["erasure_id"],
         tenant_id=journal["tenant_id"],
@@ -355,9 +349,8 @@ def _receipt(journal: dict[str, Any]) -> ErasureReceipt:
             f"{journal['own_files']} landing file(s) held only this subject's "
             "sessions"
             + (
-                f" ({len(journal['scrub_files']) - journal['own_files']} "
-                "byte-for-byte copies elsewhere erased too)"
-                if len(journal["scrub_files"]) > journal["own_files"]
+                f" ({copies} byte-for-byte copies elsewhere erased too)"
+                if copies
                 else ""
             )
             + ": delete them upstream too."
@@ -367,6 +360,7 @@ def _receipt(journal: dict[str, Any]) -> ErasureReceipt:
 
 
 def _store_receipt(root: Path, receipt: ErasureReceipt, catalog, data_path) -> None:
+    """Insert the receipt (keyed by the erasure id: a rerun adds nothing)."""
     with Warehouse.open(root, catalog=catalog, data_path=data_path) as wh:
         con = wh.connection()
         with wh.transaction():
@@ -380,14 +374,63 @@ def _store_receipt(root: Path, receipt: ErasureReceipt, catalog, data_path) -> N
             )
 
 
-def _stored_receipt(
-    root: Path, erasure_id: str, catalog, data_path
-) -> ErasureReceipt | None:
-    with Warehouse.open(root, catalog=catalog, data_path=data_path) as wh:
-        rows = _arrow_rows(
-            wh.query("SELECT * FROM erasures WHERE erasure_id = ?", [erasure_id])
+def _run_steps(
+    root: Path,
+    path: Path,
+    journal: dict[str, Any],
+    catalog,
+    data_path,
+    wh: Warehouse | None = None,
+) -> ErasureReceipt:
+    """Every step the journal has not done yet, in order (the caller holds
+    the journal's lock); the journal goes last. ``wh``: an open handle to run
+    the row step on (it is closed before the history purge)."""
+    from ctxledger.warehouse.memory_serving import remove_partial_builds
+
+    done: list[str] = journal["done"]
+
+    def finished(step: str) -> None:
+        done.append(step)
+        save_journal(path, journal)
+
+    if "rows" not in done:
+        if wh is None:
+            with Warehouse.open(root, catalog=catalog, data_path=data_path) as own:
+                _erase_rows(own, path, journal)
+        else:
+            _erase_rows(wh, path, journal)
+        finished("rows")
+    if wh is not None:
+        wh.close()
+    if "quarantine" not in done:
+        journal["quarantine_files_deleted"] += _remove_quarantine_copies(
+            root, journal["quarantine"]
         )
-    return ErasureReceipt.model_validate(rows[0]) if rows else None
+        finished("quarantine")
+    if "staging" not in done:
+        # Shards of runs that never committed (or are running: forget must
+        # run with no writer) hold the subject's rows in plain Parquet.
+        shutil.rmtree(root / "staging", ignore_errors=True)
+        finished("staging")
+    if "history" not in done:
+        history = purge_history(root, catalog=catalog, data_path=data_path)
+        journal["snapshots_expired"] = sorted(
+            set(journal["snapshots_expired"]) | set(history.snapshots_expired)
+        )
+        journal["files_deleted"] += history.files_deleted
+        journal["catalog_compacted"] = history.catalog_compacted
+        finished("history")
+    if "replica" not in done:
+        # purge_history rebuilt the lookup replica; crashed builds go too.
+        remove_partial_builds(root)
+        finished("replica")
+    receipt = _receipt(journal)
+    if "receipt" not in done:
+        _store_receipt(root, receipt, catalog, data_path)
+        finished("receipt")
+    path.unlink()
+    _fsync_dir(path.parent)
+    return receipt
 
 
 def execute_erasure(
@@ -399,8 +442,6 @@ def execute_erasure(
 ) -> ErasureReceipt | None:
     """Run the journal at ``path`` to completion; its receipt (None: another
     process is executing it, or it completed meanwhile)."""
-    from ctxledger.warehouse.memory_serving import remove_partial_builds
-
     root = Path(root)
     with _exclusive(path) as mine:
         if not mine:
@@ -409,44 +450,7 @@ def execute_erasure(
             journal = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        done: list[str] = journal["done"]
-
-        def finished(step: str) -> None:
-            done.append(step)
-            save_journal(path, journal)
-
-        if "rows" not in done:
-            _erase_rows(root, path, journal, catalog, data_path)
-            finished("rows")
-        if "quarantine" not in done:
-            journal["quarantine_files_deleted"] += _remove_quarantine_copies(
-                root, journal["quarantine"]
-            )
-            finished("quarantine")
-        if "staging" not in done:
-            # Shards of runs that never committed (or are running: forget must
-            # run with no writer) hold the subject's rows in plain Parquet.
-            shutil.rmtree(root / "staging", ignore_errors=True)
-            finished("staging")
-        if "history" not in done:
-            history = purge_history(root, catalog=catalog, data_path=data_path)
-            journal["snapshots_expired"] = sorted(
-                set(journal["snapshots_expired"]) | set(history.snapshots_expired)
-            )
-            journal["files_deleted"] += history.files_deleted
-            journal["catalog_compacted"] = history.catalog_compacted
-            finished("history")
-        if "replica" not in done:
-            # purge_history rebuilt the lookup replica; crashed builds go too.
-            remove_partial_builds(root)
-            finished("replica")
-        receipt = _receipt(journal)
-        if "receipt" not in done:
-            _store_receipt(root, receipt, catalog, data_path)
-            finished("receipt")
-        receipt = _stored_receipt(root, journal["erasure_id"], catalog, data_path)
-        path.unlink()
-        _fsync_dir(path.parent)
+        receipt = _run_steps(root, path, journal, catalog, data_path)
     path.with_suffix(".lock").unlink(missing_ok=True)
     return receipt
 
@@ -503,18 +507,27 @@ def erase_subject(
     Crash-safe: unfinished journals are finished first, then this erasure is
     planned into its own journal and executed (module docstring).
     """
+    root = Path(root)
     finish_pending(root, catalog=catalog, data_path=data_path)
-    path = plan_erasure(
-        root,
-        tenant_id,
-        subject_id,
-        catalog=catalog,
-        data_path=data_path,
-        settings=settings,
-        job_version=job_version,
-        now=now,
-    )
-    receipt = execute_erasure(root, path, catalog=catalog, data_path=data_path)
-    if receipt is None:
-        raise RuntimeError(f"erasure {path.stem} is being executed by another process")
+    requested_at = now or datetime.now(UTC)
+    erasure_id = erasure_id_for(tenant_id, subject_id, requested_at)
+    path = journal_dir(root) / f"{erasure_id}.json"
+    wh = Warehouse.open(root, catalog=catalog, data_path=data_path)  # exists?
+    try:
+        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+        with _exclusive(path) as mine:
+            if not mine:
+                raise RuntimeError(f"erasure {erasure_id} is running elsewhere")
+            path, journal = plan_erasure(
+                wh,
+                tenant_id,
+                subject_id,
+                settings=settings,
+                job_version=job_version,
+                requested_at=requested_at,
+            )
+            receipt = _run_steps(root, path, journal, catalog, data_path, wh=wh)
+    finally:
+        wh.close()
+    path.with_suffix(".lock").unlink(missing_ok=True)
     return receipt
