@@ -28,12 +28,25 @@ def run_forget(
     catalog: str | None = None,
     data_path: str | None = None,
 ) -> ErasureReceipt:
-    """Erase ``subject_id`` of ``tenant_id``; return the stored receipt."""
+    """Erase ``subject_id`` of ``tenant_id``; return the stored receipt.
+
+    Erasures a crash interrupted are finished first; when one of them was this
+    subject's, its receipt is the answer (the rows it found are gone now, so
+    planning again would find nothing to erase)."""
+    from ctxledger.schemas.memory import subject_hash
     from ctxledger.schemas.policy import load_policy
-    from ctxledger.warehouse.erasure import erase_subject
+    from ctxledger.warehouse.erasure import erase_subject, finish_pending
 
     if not tenant_id or not subject_id:
         raise ValueError("--tenant and --subject must not be empty")
+    hashed = subject_hash(tenant_id, subject_id)
+    finished = [
+        r
+        for r in finish_pending(warehouse, catalog=catalog, data_path=data_path)
+        if r.tenant_id == tenant_id and r.subject_hash == hashed
+    ]
+    if finished:
+        return finished[-1]
     return erase_subject(
         warehouse,
         tenant_id,
