@@ -93,3 +93,19 @@ def test_a_full_disk_leaves_no_partial_shard(tmp_path, monkeypatch):
     path = write_shard(tmp_path / "shards", schema, rows)
     assert pq.read_table(path).num_rows == 1000
     assert _files(tmp_path / "shards") == [os.path.basename(path)]
+
+
+def test_retention_removes_a_killed_writes_stale_temporary_file(tmp_path):
+    from ctxledger.warehouse.retention import _remove_stale_partials
+
+    folder = tmp_path / "quarantine" / "run_x"
+    folder.mkdir(parents=True)
+    whole = folder / "ab.bin"
+    whole.write_bytes(b"whole")
+    stale = folder / ".ab.bin.0123.partial"
+    stale.write_bytes(b"who")  # a write a kill -9 cut short
+    os.utime(stale, (1_000, 1_000))
+    fresh = folder / ".cd.bin.4567.partial"  # a write that may be running
+    fresh.write_bytes(b"x")
+    _remove_stale_partials(folder, limit=2_000)
+    assert _files(folder) == [".cd.bin.4567.partial", "ab.bin"]
