@@ -695,6 +695,7 @@ def report(
 
 # Commands kept in their own modules register themselves on ``app``.
 import ctxledger.jobs.cli_backfill  # noqa: E402, F401
+import ctxledger.jobs.cli_doctor  # noqa: E402, F401
 import ctxledger.jobs.cli_embed  # noqa: E402, F401
 import ctxledger.jobs.cli_eval  # noqa: E402, F401
 import ctxledger.jobs.cli_policy  # noqa: E402, F401

@@ -1,6 +1,6 @@
 """``ctxledger forget --tenant T --subject S``: erase one subject, history included.
 
-The cascade lives in ``warehouse.memory_api.erase_subject`` (memories, rejections,
+The cascade lives in ``warehouse.erasure.erase_subject`` (memories, rejections,
 consent events, the subject's sessions and everything derived from them, the
 dead letters attributable to the subject with every quarantined copy of their
 raw bytes, ``staging/``, then snapshot expiry, file cleanup and catalog
@@ -73,14 +73,27 @@ def run_forget(
 ) -> ErasureReceipt:
     """Erase ``subject_id`` of ``tenant_id``; return the stored receipt.
     ``NothingToEraseError`` (and no change at all) when the warehouse holds
-    nothing of the tenant or the subject."""
+    nothing of the tenant or the subject.
+
+    Erasures a crash interrupted are finished first; when one of them was this
+    subject's, its receipt is the answer (the rows it found are gone now, so
+    planning again would find nothing to erase)."""
     from ctxledger.pipelines.redact.registry import load_checked_policy
+    from ctxledger.schemas.memory import subject_hash
     from ctxledger.warehouse.catalog import Warehouse
-    from ctxledger.warehouse.memory_api import erase_subject
+    from ctxledger.warehouse.erasure import erase_subject, finish_pending
 
     if not tenant_id or not subject_id:
         raise ValueError("--tenant and --subject must not be empty")
     settings = load_checked_policy(policy_file).memory
+    hashed = subject_hash(tenant_id, subject_id)
+    finished = [
+        r
+        for r in finish_pending(warehouse, catalog=catalog, data_path=data_path)
+        if r.tenant_id == tenant_id and r.subject_hash == hashed
+    ]
+    if finished:
+        return finished[-1]
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:
         why = _nothing_to_erase(
             wh, tenant_id, subject_id, settings.subject_metadata_key

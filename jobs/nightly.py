@@ -13,6 +13,7 @@ the run's own snapshot, or as a ``retention`` run when nothing is new.
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from ctxledger.warehouse.concurrency import (
     new_attempt,
     retry_on_conflict,
 )
+from ctxledger.warehouse.erasure import finish_pending as finish_erasures
 
 Progress = Callable[[str], None]
 log = logging.getLogger("ctxledger.jobs")
@@ -94,6 +96,8 @@ def run_nightly(
     warehouse = Path(warehouse).resolve()
     # One spelling of the catalog for every stage that attaches it (URL -> libpq).
     catalog = catalog_location(catalog) if catalog else None
+    # An erasure a crash left half done is finished before anything else.
+    finish_erasures(warehouse, catalog=catalog, data_path=data_path)
     progress(f"scanning {landing}")
     found = discover(landing, default_tenant)
     # The launcher's one connection for what the graph needs to know (the
@@ -269,6 +273,9 @@ def _run_pipeline(
             finally:
                 lake.close()  # read at graph build only; the pipeline runs next
     except Exception as exc:
+        # A failed attempt removes its own debris first (its shards can fill
+        # the disk that made it fail): nothing committed refers to them.
+        shutil.rmtree(config.staging_dir, ignore_errors=True)
         fail_run(config, started_at, runner, len(found.items), exc)
     return stage_lines
 

@@ -35,6 +35,7 @@ def job_server():
 #: these start first and the workers finish together.
 LONGEST_FIRST = (
     "tests/e2e/test_kill9.py",
+    "tests/e2e/test_forget_crash.py",
     "tests/e2e/test_nightly.py",
     "tests/e2e/test_labelled_leaks.py",
     "tests/e2e/test_backfill.py",

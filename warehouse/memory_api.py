@@ -7,7 +7,8 @@ it runs the SQL macro ``memories_served`` (``warehouse/sql/memory.sql``,
 installed here by ``install_macros``), so analysts get exactly the same answer
 in SQL, or reads the replica ``warehouse.memory_serving`` builds.
 
-Erasure: ``erase_subject`` deletes the subject's memories, rejections and
+Erasure (``warehouse.erasure.erase_subject``, crash-safe through a journal,
+uses the helpers here) deletes the subject's memories, rejections and
 consent events and every row derived from the subject's sessions, then
 ``purge_history`` rewrites data files that still hold deleted rows, expires
 every older snapshot, deletes unreferenced and orphaned files, drops stale
@@ -19,7 +20,6 @@ records what was removed. Run it with no other writer on the warehouse.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -801,8 +801,17 @@ def _delete_sql(
     table: str, cols: set[str], tenant_id: str, subject_id: str
 ) -> tuple[str, list[str]] | None:
     """The DELETE (and its parameters) for one table of an erasure; None: the
-    table holds nothing of a subject."""
+    table holds nothing of a subject.
+
+    Session ids and ``(tenant, artifact)`` keys carry their tenant, so they
+    also reach byte-for-byte copies of the subject's files landed under other
+    tenants or subjects (``warehouse.erasure``); the subject's own rows are
+    matched by ``(tenant_id, subject_id)``."""
     sessions = "SELECT session_id FROM __erase_sessions"
+    artifacts = (
+        "(tenant_id || chr(0) || doc_id) IN (SELECT artifact_key FROM "
+        "__erase_artifacts)"
+    )
     if table in ("erasures", "artifacts"):
         return None
     if (
@@ -816,19 +825,17 @@ def _delete_sql(
         # scoped to this subject goes).
         if "subject_id" in cols:
             return (
-                f"DELETE FROM {table} WHERE tenant_id = ? AND (doc_id IN "
-                "(SELECT artifact_id FROM __erase_artifacts) OR subject_id = ?)",
+                f"DELETE FROM {table} WHERE {artifacts} "
+                "OR (tenant_id = ? AND subject_id = ?)",
                 [tenant_id, subject_id],
             )
-        return (
-            f"DELETE FROM {table} WHERE tenant_id = ? AND doc_id IN "
-            "(SELECT artifact_id FROM __erase_artifacts)",
-            [tenant_id],
-        )
+        return f"DELETE FROM {table} WHERE {artifacts}", []
     if {"tenant_id", "subject_id"} <= cols:
         extra = f" OR session_id IN ({sessions})" if "session_id" in cols else ""
+        if "provenance" in cols:  # memories drawn from the erased sessions
+            extra += f" OR provenance.session_id IN ({sessions})"
         return (
-            f"DELETE FROM {table} WHERE tenant_id = ? AND (subject_id = ?{extra})",
+            f"DELETE FROM {table} WHERE (tenant_id = ? AND subject_id = ?){extra}",
             [tenant_id, subject_id],
         )
     if "session_id" in cols:
@@ -842,34 +849,39 @@ def _delete_sql(
     return None
 
 
-def _register_erase_sets(
-    wh: Warehouse, tenant_id: str, sessions: list[str]
-) -> tuple[int, int]:
-    """Register the subject's sessions, messages and (unshared) artifacts."""
+def _register_erase_sets(wh: Warehouse, sessions: list[str]) -> tuple[int, int]:
+    """Register the erased sessions, their messages and their artifacts no
+    other session of the same tenant uses (keyed ``tenant \\0 artifact_id``)."""
     con = wh.connection()
     con.register(
         "__erase_sessions", pa.table({"session_id": pa.array(sessions, pa.string())})
     )
     rows = con.execute(
-        "SELECT message_id, artifact_ref FROM messages "
+        "SELECT message_id, tenant_id, artifact_ref FROM messages "
         "WHERE session_id IN (SELECT session_id FROM __erase_sessions)"
     ).fetchall()
     shared = {
-        r[0]
+        (r[0], r[1])
         for r in con.execute(
-            "SELECT DISTINCT artifact_ref FROM messages "
-            "WHERE artifact_ref IS NOT NULL AND tenant_id = ? AND session_id "
-            "NOT IN (SELECT session_id FROM __erase_sessions)",
-            [tenant_id],
+            "SELECT DISTINCT tenant_id, artifact_ref FROM messages "
+            "WHERE artifact_ref IS NOT NULL AND session_id "
+            "NOT IN (SELECT session_id FROM __erase_sessions)"
         ).fetchall()
     }
-    artifacts = sorted({a for _, a in rows if a} - shared)
+    artifacts = sorted({(t, a) for _, t, a in rows if a} - shared)
     con.register(
         "__erase_messages",
-        pa.table({"message_id": pa.array([m for m, _ in rows], pa.string())}),
+        pa.table({"message_id": pa.array([m for m, _, _ in rows], pa.string())}),
     )
     con.register(
-        "__erase_artifacts", pa.table({"artifact_id": pa.array(artifacts, pa.string())})
+        "__erase_artifacts",
+        pa.table(
+            {
+                "artifact_key": pa.array(
+                    [f"{t}\x00{a}" for t, a in artifacts], pa.string()
+                )
+            }
+        ),
     )
     return len(rows), len(artifacts)
 
@@ -990,7 +1002,8 @@ def _remove_quarantine_copies(root: Path, refs: Iterable[str]) -> int:
     the same bad record again (a backfill, a rerun after a crash) wrote its own
     copy under its own run folder, with no dead letter pointing at it (the dead
     letter's id did not change, so its row was not inserted again). So the
-    copies are found by name in every run folder, not by reference.
+    copies are found by name in every run folder, not by reference, and so
+    are the temporary files of a write cut short (``.<name>.<random>.partial``).
     """
     names = {Path(ref).name for ref in refs if ref and ref.endswith(".bin")}
     base = root / "quarantine"
@@ -998,152 +1011,14 @@ def _remove_quarantine_copies(root: Path, refs: Iterable[str]) -> int:
     if not names or not base.is_dir():
         return 0
     for folder in base.iterdir():
+        if not folder.is_dir():
+            continue
         for name in names:
             target = folder / name
             if target.is_file():
                 target.unlink()
                 removed += 1
+        for partial in folder.glob(".*.partial"):
+            if partial.name[1:].split(".bin.", 1)[0] + ".bin" in names:
+                partial.unlink(missing_ok=True)
     return removed
-
-
-def erase_subject(
-    root: str | Path,
-    tenant_id: str,
-    subject_id: str,
-    *,
-    catalog: str | None = None,
-    data_path: str | None = None,
-    settings: MemorySettings | None = None,
-    job_version: str = "",
-    now: datetime | None = None,
-) -> ErasureReceipt:
-    """Erase one subject everywhere in the warehouse, history included.
-
-    Deleted, in one snapshot: rows of every table with ``tenant_id`` and
-    ``subject_id`` columns (memories, rejections, consent events, ...), rows of
-    every table with a ``session_id`` of the subject's sessions (sessions,
-    messages, tool observations, extraction counts, ledgers), rows with a
-    ``message_id`` of those messages, the subject's artifacts no other session
-    uses and evidence built from them (``doc_id`` = artifact id). Paths of
-    landing files that hold only the subject's sessions are replaced by
-    ``erased:<sha256>`` in ``landing_files`` and ``dead_letters`` (the hash stays,
-    so the next nightly does not ingest the file again), and their quarantined
-    raw bytes are deleted. Dead letters attributable to the subject (a subject
-    folder on their path, or quarantined bytes that name the subject or continue
-    one of their sessions: ``_attributed_dead_letters``) are deleted, and every
-    quarantined copy of their bytes, a backfill's or a rerun's included. Then
-    ``purge_history``, the ``staging/`` folder, and a receipt in ``erasures``.
-    Pseudonyms are keyed HMACs computed on the fly: no mapping table exists, so
-    there is none to delete (``pseudonym_mappings`` = 0).
-    """
-    settings = settings or _default_settings()
-    requested_at = now or datetime.now(UTC)
-    root = Path(root)
-    hashed = subject_hash(tenant_id, subject_id)
-    erasure_id = content_hash("erase", tenant_id, hashed, requested_at, prefix="era_")
-    counts: dict[str, int] = {}
-    quarantine: list[str] = []
-    with Warehouse.open(root, catalog=catalog, data_path=data_path) as wh:
-        wh.ensure_tables()
-        con = wh.connection()
-        con.execute(f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')")
-        sessions, files = subject_sessions(
-            wh, tenant_id, subject_id, settings.subject_metadata_key
-        )
-        own_files = sorted(f for f, whole in files.items() if whole)
-        columns = _columns(wh)
-        attributed = _attributed_dead_letters(
-            wh, tenant_id, subject_id, sessions, settings.subject_metadata_key
-        )
-        _register_erase_sets(wh, tenant_id, sessions)
-        try:
-            with wh.transaction():
-                for table in sorted(columns):
-                    found = _delete_sql(table, columns[table], tenant_id, subject_id)
-                    if found is None:
-                        continue
-                    sql, params = found
-                    deleted = int(con.execute(sql, params).fetchone()[0] or 0)
-                    if deleted:
-                        counts[table] = counts.get(table, 0) + deleted
-                if "artifacts" in columns:
-                    deleted = con.execute(
-                        "DELETE FROM artifacts WHERE tenant_id = ? AND artifact_id IN "
-                        "(SELECT artifact_id FROM __erase_artifacts)",
-                        [tenant_id],
-                    ).fetchone()[0]
-                    if deleted:
-                        counts["artifacts"] = int(deleted)
-                for path in own_files:
-                    quarantine.extend(_scrub_file(wh, tenant_id, path, counts))
-                if attributed:
-                    con.register(
-                        "__erase_dead",
-                        pa.table(
-                            {"id": pa.array([d for d, _ in attributed], pa.string())}
-                        ),
-                    )
-                    try:
-                        dropped = con.execute(
-                            "DELETE FROM dead_letters WHERE dead_letter_id IN "
-                            "(SELECT id FROM __erase_dead)"
-                        ).fetchone()[0]
-                    finally:
-                        con.unregister("__erase_dead")
-                    if dropped:
-                        counts["dead_letters"] = counts.get("dead_letters", 0) + int(
-                            dropped
-                        )
-                    quarantine.extend(r for _, r in attributed if r)
-                _set_message(
-                    wh,
-                    f"erase {erasure_id}",
-                    {"kind": "erasure", "erasure_id": erasure_id},
-                )
-        finally:
-            for name in ("__erase_sessions", "__erase_messages", "__erase_artifacts"):
-                con.unregister(name)
-    history = purge_history(root, catalog=catalog, data_path=data_path)
-    removed_quarantine = _remove_quarantine_copies(root, quarantine)
-    # Shards of runs that never committed (or are running: forget must run
-    # with no writer) hold the subject's rows in plain Parquet.
-    staging = root / "staging"
-    if staging.is_dir():
-        shutil.rmtree(staging, ignore_errors=True)
-    receipt = ErasureReceipt(
-        erasure_id=erasure_id,
-        tenant_id=tenant_id,
-        subject_hash=hashed,
-        reason="request",
-        requested_at=requested_at,
-        completed_at=datetime.now(UTC),
-        rows=[TableRows(table=t, rows=n) for t, n in sorted(counts.items())],
-        rows_total=sum(n for t, n in counts.items() if "scrubbed" not in t),
-        sessions=len(sessions),
-        snapshots_expired=history.snapshots_expired,
-        files_deleted=history.files_deleted,
-        quarantine_files_deleted=removed_quarantine,
-        catalog_compacted=history.catalog_compacted,
-        history_purged=True,
-        pseudonym_mappings=0,
-        note=(
-            "pseudonyms are keyed HMACs; no mapping table exists. "
-            f"{len(own_files)} landing file(s) held only this subject's sessions: "
-            "delete them upstream too."
-        ),
-        job_version=job_version,
-    )
-    with Warehouse.open(root, catalog=catalog, data_path=data_path) as wh:
-        con = wh.connection()
-        with wh.transaction():
-            con.register("__receipt", to_table(ErasureReceipt, [receipt.row()]))
-            try:
-                wh.insert_new("erasures", "SELECT * FROM __receipt")
-            finally:
-                con.unregister("__receipt")
-            _set_message(wh, f"erasure receipt {erasure_id}", {"kind": "erasure"})
-    # purge_history rebuilt the lookup replica's files; crashed builds go too.
-    from ctxledger.warehouse.memory_serving import remove_partial_builds
-
-    remove_partial_builds(root)
-    return receipt

@@ -37,6 +37,7 @@ nightly with nothing new still runs 1 and 2 (``run_retention``); it records a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -210,7 +211,10 @@ def _remove_stale_run_dirs(
         if not base.is_dir():
             continue
         for entry in base.iterdir():
-            if not entry.is_dir() or entry.name == current_run or entry.name in keep:
+            if not entry.is_dir() or entry.name == current_run:
+                continue
+            if entry.name in keep:
+                _remove_stale_partials(entry, limit)
                 continue
             alive = attempt_alive(entry) if folder == "staging" else None
             if alive:
@@ -220,6 +224,16 @@ def _remove_stale_run_dirs(
             shutil.rmtree(entry, ignore_errors=True)
             removed += 1
     return removed
+
+
+def _remove_stale_partials(folder: Path, limit: float) -> None:
+    """Temporary files of writes a kill cut short (``pipelines.atomic``: a
+    quarantine copy's ``.<sha256>.bin.<nonce>.partial``) in a kept folder:
+    partial raw bytes, removed once untouched since ``limit``."""
+    for partial in folder.glob(".*.partial"):
+        with contextlib.suppress(FileNotFoundError):
+            if partial.stat().st_mtime < limit:
+                partial.unlink()
 
 
 def _newest_mtime(folder: Path) -> float:

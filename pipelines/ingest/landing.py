@@ -15,8 +15,12 @@ ever opened (``check_entry``). FIFOs, sockets, devices, folders behind symlinks,
 dangling or looping symlinks and symlinks that resolve outside the root are never
 read (not even hashed); each becomes a *refused* ``LandingItem`` whose reason
 (``outside_landing``, ``not_regular_file``, ``broken_symlink``,
-``file_unreadable``) ends as a dead letter, so the run goes on and commits the
-good files. See docs/landing.md.
+``cross_scope_link``, ``file_unreadable``) ends as a dead letter, so the run goes
+on and commits the good files. A symlink may point at another file of its own
+``tenant=``/``subject=`` folders (then it is the same file: one identity); one
+whose target lies under another tenant or subject folder is refused
+(``cross_scope_link``), so a link can never carry one tenant's bytes into
+another's scope. See docs/landing.md.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from ctxledger.pipelines.atomic import sha256_of, write_atomic
 from ctxledger.pipelines.ingest import reasons
 from ctxledger.pipelines.ingest.drafts import DraftSession, Rejected, SourceFile
 from ctxledger.pipelines.ingest.subjects import subject_from_path
@@ -197,6 +202,11 @@ def check_entry(path: str | Path, root: str | Path) -> Refusal | None:
         return Refusal(
             reasons.OUTSIDE_LANDING, f"{what} resolves outside the landing folder"
         )
+    if _scope(_entry_rel(path, root)) != _scope(Path(target).relative_to(root)):
+        return Refusal(
+            reasons.CROSS_SCOPE_LINK,
+            "symlink target lies under another tenant=/subject= folder",
+        )
     try:
         mode = os.stat(target).st_mode
     except OSError as exc:
@@ -207,6 +217,21 @@ def check_entry(path: str | Path, root: str | Path) -> Refusal | None:
             reasons.NOT_REGULAR_FILE, f"{via}{file_kind(mode)}, not a regular file"
         )
     return None
+
+
+def _entry_rel(path: str | Path, root: str | Path) -> str:
+    """Where the entry ``path`` itself sits under ``root``: its folders resolved,
+    its last component not (a symlink is judged by the folder it was put in)."""
+    absolute = os.path.abspath(path)
+    folder = os.path.realpath(os.path.dirname(absolute))
+    return os.path.relpath(os.path.join(folder, os.path.basename(absolute)), root)
+
+
+def _scope(rel_path: str | Path) -> tuple[str, str]:
+    """The ``tenant=`` and ``subject=`` folders of a landing path (the parts of
+    ``landing_identity`` that come from the path)."""
+    rel = Path(rel_path).as_posix()
+    return tenant_for(rel, ""), subject_from_path(rel) or ""
 
 
 def utf8_name(name: str) -> bool:
@@ -471,7 +496,11 @@ def write_quarantine(root: str | Path, run_id: str, raw: bytes) -> str:
     """Keep rejected raw bytes in an owner-only file; return its path under root.
 
     The folder is 0700 and the file 0600: raw payloads may hold PII, so they stay
-    out of the warehouse tables and out of dead-letter messages.
+    out of the warehouse tables and out of dead-letter messages. The file is
+    named by the sha256 of its bytes and written atomically
+    (``pipelines.atomic.write_atomic``: a full disk leaves no truncated copy and
+    no debris); an existing file whose bytes do not match its name (a copy cut
+    short by an older version) is rewritten, never trusted because it exists.
     """
     digest = hashlib.sha256(raw).hexdigest()
     folder = Path(root) / "quarantine" / run_id
@@ -479,8 +508,6 @@ def write_quarantine(root: str | Path, run_id: str, raw: bytes) -> str:
     os.chmod(folder, 0o700)
     os.chmod(folder.parent, 0o700)
     target = folder / f"{digest}.bin"
-    if not target.exists():
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(raw)
+    if sha256_of(target) != digest:
+        write_atomic(target, raw, 0o600)
     return target.relative_to(Path(root)).as_posix()

@@ -32,6 +32,9 @@ AMBIGUOUS_SUBJECT = "ambiguous_subject"
 OUTSIDE_LANDING = "outside_landing"
 NOT_REGULAR_FILE = "not_regular_file"
 BROKEN_SYMLINK = "broken_symlink"
+#: A symlink whose target lies under another ``tenant=``/``subject=`` folder
+#: than the link itself: identity comes from where the bytes really are.
+CROSS_SCOPE_LINK = "cross_scope_link"
 
 ALL = {
     MALFORMED_JSON,
@@ -53,6 +56,7 @@ ALL = {
     OUTSIDE_LANDING,
     NOT_REGULAR_FILE,
     BROKEN_SYMLINK,
+    CROSS_SCOPE_LINK,
 }
 
 

@@ -9,19 +9,21 @@ the rows). A retried bundle writes new files under new names; its failed
 attempt's files are never reported, so the commit never sees them, and they go
 with the staging folder.
 
-Each file is written under a temporary name and renamed once complete, so a file
-with a final name is always a whole Parquet file.
+Each file is written under a temporary name, fsynced and renamed once complete
+(``pipelines.atomic.produce_atomic``), so a file with a final name is always a
+whole Parquet file, and a failed write (a full disk) removes its temporary file.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from ctxledger.pipelines.atomic import produce_atomic
 
 #: Rows per staged file. Bounds a writer's buffer (rows with embeddings run to a
 #: few KB each) while keeping files large enough for DuckLake to read well.
@@ -32,11 +34,8 @@ def write_shard(directory: Path, schema: pa.Schema, rows: list[dict[str, Any]]) 
     """Write ``rows`` as one new zstd Parquet file in ``directory``; its path."""
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"part-{uuid.uuid4().hex}.parquet"
-    partial = final.with_suffix(".parquet.partial")
-    pq.write_table(
-        pa.Table.from_pylist(rows, schema=schema), partial, compression="zstd"
-    )
-    os.replace(partial, final)
+    table = pa.Table.from_pylist(rows, schema=schema)
+    produce_atomic(final, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
     return str(final)
 
 

@@ -28,7 +28,8 @@ from ctxledger.schemas.memory import ConsentRecord
 from ctxledger.schemas.policy import load_policy
 from ctxledger.serving.memories import memories
 from ctxledger.warehouse import Warehouse
-from ctxledger.warehouse.memory_api import erase_subject, record_consent
+from ctxledger.warehouse.erasure import erase_subject
+from ctxledger.warehouse.memory_api import record_consent
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 
 from ctxledger.jobs.nightly import run_nightly
 from ctxledger.warehouse import Warehouse
-from ctxledger.warehouse.memory_api import erase_subject
+from ctxledger.warehouse.erasure import erase_subject
 
 pytestmark = pytest.mark.slow
 

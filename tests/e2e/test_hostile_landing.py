@@ -174,9 +174,13 @@ def generate(base: Path, seed: int = SEED) -> Landing:
     # A folder named like a transcript is a folder: its files are read.
     inner = [("inner-1", _line(session_id="inner-1", role="user", content="in"))]
     land.jsonl("b", "tenant=b/folder.jsonl/inner.jsonl", inner)
-    # A symlink inside the root is fine; under another tenant it is its file.
-    (land.root / "tenant=b" / "alias.jsonl").symlink_to("../tenant=a/batch/f01.jsonl")
-    land.expect("b", "tenant=b/alias.jsonl", files["tenant=a/batch/f01.jsonl"])
+    # A symlink inside its own tenant folder is its target (one file); one into
+    # another tenant's folder would move that tenant's bytes into this one:
+    # refused (issue 32), never read.
+    (land.root / "tenant=a" / "zz").mkdir()  # walked after batch/: f01 comes first
+    (land.root / "tenant=a" / "zz" / "alias.jsonl").symlink_to("../batch/f01.jsonl")
+    (land.root / "tenant=b" / "stolen.jsonl").symlink_to("../tenant=a/batch/f01.jsonl")
+    land.refused("b", "tenant=b/stolen.jsonl", "cross_scope_link")
     # Issue 12: entries that are never read.
     secret = land.outside / "secret.jsonl"
     secret.write_bytes(_line(session_id="x", role="user", content=OUTSIDE_MARKER))
@@ -267,6 +271,7 @@ def test_the_generator_is_big_and_varied_enough(hostile):
         "not_regular_file",
         "broken_symlink",
         "outside_landing",
+        "cross_scope_link",
     }
     assert sum(land.good.values()) >= 50
 

@@ -20,7 +20,8 @@ from ctxledger.schemas.memory import ConsentRecord, MemoryRecord, Provenance
 from ctxledger.serving.context import Context
 from ctxledger.serving.memories import MemoryStore, memories
 from ctxledger.warehouse import Warehouse
-from ctxledger.warehouse.memory_api import erase_subject, record_consent
+from ctxledger.warehouse.erasure import erase_subject
+from ctxledger.warehouse.memory_api import record_consent
 from ctxledger.warehouse.memory_serving import (
     REPLICA_TABLES,
     ReplicaSet,

@@ -178,6 +178,7 @@ KNOWN_IMPORT_TIME_CYCLES = (
     {
         "ctxledger.jobs.cli",
         "ctxledger.jobs.cli_backfill",
+        "ctxledger.jobs.cli_doctor",
         "ctxledger.jobs.cli_embed",
         "ctxledger.jobs.cli_eval",
         "ctxledger.jobs.cli_policy",
