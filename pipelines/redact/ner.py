@@ -98,13 +98,18 @@ def candidate_windows(
 
     A candidate is a capitalised (or non-ASCII) word that is not a common English
     or agent-jargon word, not an identifier (CamelCase, digits, underscores) and
-    not a short acronym. Each window reaches ``radius`` characters either side
+    not a short acronym; on a line typed without capitals (``_caseless_lines``)
+    every word is a candidate. Each window reaches ``radius`` characters either side
     (cut at line breaks and widened to whole words) and overlapping windows merge.
     Text without candidates needs no NER at all.
     """
     windows: list[tuple[int, int]] = []
+    caseless = _caseless_lines(text, start, end)
     for m in _WORD.finditer(text, start, end):
-        if not _is_candidate(m.group(0)):
+        word = m.group(0)
+        if not _is_candidate(word) and not (
+            _in_caseless(caseless, m.start()) and _is_candidate(word.capitalize())
+        ):
             continue
         w_start = max(start, m.start() - radius)
         w_end = min(end, m.end() + radius)
@@ -123,6 +128,41 @@ def candidate_windows(
         else:
             windows.append((w_start, w_end))
     return windows
+
+
+#: A line needs this many words before its lack of capitals says "written
+#: without casing" rather than "a short lower-case phrase".
+_CASELESS_MIN_WORDS = 3
+
+
+def _caseless_lines(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Lines of ``text[start:end]`` written without capital letters.
+
+    Chat and social text is often typed all in lower case ("talked to sneha iyer
+    in lyon"): capitals then carry no evidence, so its words are screened as if
+    capitalised (common English and agent words still never are candidates)
+    and the model, not the capital-letter screen, decides. A line
+    counts when it has ``_CASELESS_MIN_WORDS`` words, letters, and no upper-case
+    letter; ``nl_spans`` already left code and logs out.
+    """
+    out = []
+    pos = start
+    while pos < end:
+        nl = text.find("\n", pos, end)
+        line_end = end if nl < 0 else nl
+        line = text[pos:line_end]
+        if (
+            line.lower() == line
+            and line.upper() != line
+            and len(line.split()) >= _CASELESS_MIN_WORDS
+        ):
+            out.append((pos, line_end))
+        pos = line_end + 1
+    return out
+
+
+def _in_caseless(lines: list[tuple[int, int]], pos: int) -> bool:
+    return any(a <= pos < b for a, b in lines)
 
 
 def chunk_span(
