@@ -552,13 +552,13 @@ def run(
     }
     comparators: dict[str, Any] = {}
     if not quick:
+        from ctxledger.pipelines.redact.ner import FALLBACK_MODEL  # noqa: PLC0415
         from eval.baselines import plain_presidio  # noqa: PLC0415
 
         comparators = {
             "no_filter": True,
-            "presidio": plain_presidio(
-                set(GOLD_MAP.values()), redactor.policy.pii.ner_model
-            ),
+            # plain presidio as a new user gets it: its default small model
+            "presidio": plain_presidio(set(GOLD_MAP.values()), FALLBACK_MODEL),
         }
     synth = corpora / "presidio-research-synth-pii"
     fixtures = corpora / "presidio-test-fixtures"

