@@ -90,3 +90,26 @@ def test_an_unknown_word_is_a_subject_only_of_human_verbs() -> None:
     text = 'Duqyaha shouted at Janet: "What are you doing here?"'
     assert any(text[d.start : d.end] == "Duqyaha" for d in bank_names(text))
     assert bank_names("Kubectl said nothing useful.") == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "PSC 0413, Box 8144 APO AA 42323",
+        "Unit 2050 Box 4190\nDPO AP 61012",
+        "USNS Mercy\nFPO AE 09510-1234",
+        "psc 0413, box 8144 apo aa 42323",
+    ],
+)
+def test_military_addresses_are_places(address: str) -> None:
+    from ctxledger.pipelines.redact.places import military_addresses
+
+    text = f"Send it to {address}. Thanks"
+    (det,) = military_addresses(text)
+    assert text[det.start : det.end] == address
+
+
+def test_an_apo_without_its_shape_is_no_address() -> None:
+    from ctxledger.pipelines.redact.places import military_addresses
+
+    assert military_addresses("The APO AA 1234 test and apo docs") == []
