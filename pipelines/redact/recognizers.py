@@ -198,13 +198,16 @@ def build_analyzer(policy: Any) -> Any:
     )
 
     from ctxledger.pipelines.redact.engine import OWN_TYPES  # noqa: PLC0415
+    from ctxledger.pipelines.redact.ner import model_location  # noqa: PLC0415
 
     types = {r.type for r in policy.pii.entities}
 
     engine = NlpEngineProvider(
         nlp_configuration={
             "nlp_engine_name": "spacy",
-            "models": [{"lang_code": "en", "model_name": policy.pii.ner_model}],
+            "models": [
+                {"lang_code": "en", "model_name": model_location(policy.pii.ner_model)}
+            ],
         }
     ).create_engine()
     nlp = engine.nlp["en"]

@@ -305,9 +305,26 @@ def _ordinary_words(text: str, det: Detection, words: list[str]) -> bool:
         return False  # "J.R. Smith": initials are single letters, common "words"
     if not _is_acronym(content[0]) and _given_name(content[0]):
         return False  # "Bob is...", "Sherlock Holmes", "dana"
+    if len(content) > 1 and _hyphen_given(content[0]):
+        return False  # "Sung-min Cho", "Jean-Luc Picard": wordfreq splits them
     if len(content) > 1 or not content[0][0].isupper():
         return True
-    return _sentence_initial(text, det.start)
+    return _sentence_initial(text, det.start) or _no_bank_word(content[0])
+
+
+def _no_bank_word(word: str) -> bool:
+    """An everyday English word (Zipf >= 4) that no country's name bank holds
+    as a given or family name ("Understood", "Optional"): a capital mid-line
+    (text without punctuation, "Anne Understood") is no name evidence."""
+    bank = _bank()
+    if bank is None:
+        return False
+    core = _POSSESSIVE_RE.sub("", word)
+    return (
+        zipf_en(core.lower()) >= _STRONG_ZIPF
+        and not bank.in_first(core)
+        and not bank.in_last(core)
+    )
 
 
 def _lower_case_twin(ctx: _Context, det: Detection, words: list[str]) -> bool:
@@ -408,6 +425,43 @@ def _given_name(word: str) -> bool:
         return True
     bank = _bank()
     return bank is not None and bank.in_first(word)
+
+
+#: Words that open the object of an imperative ("Bill the customer", "Mark
+#: this as done", "Sue them"), after which a name rarely stands.
+_OBJECT_OPENERS = frozenset(
+    "the a an this that these those our their your my his her its them him it "
+    "me us all every each".split()
+)
+_NEXT_WORD_RE = re.compile(r"[ \t]+([A-Za-z]+)\b")
+
+
+def _imperative(text: str, det: Detection, words: list[str]) -> bool:
+    """A one-word PERSON that opens a sentence, is an everyday English verb
+    or noun (Zipf >= 4: "bill", "mark", "sue") and is followed by an object
+    ("the", "this", "them"): an imperative, not someone's name."""
+    if det.entity_type != "PERSON" or len(words) != 1:
+        return False
+    nxt = _NEXT_WORD_RE.match(text, det.end)
+    return (
+        nxt is not None
+        and nxt.group(1) in _OBJECT_OPENERS
+        and _sentence_initial(text, det.start)
+        and zipf_en(words[0].lower()) >= _STRONG_ZIPF
+    )
+
+
+def _hyphen_given(word: str) -> bool:
+    """A hyphenated given name: every part a given name ("Sung-min", "Ji-hoon",
+    "Jean-Luc"). wordfreq scores such a word by its parts, so "Sung-min" reads
+    as common English although no English text writes it."""
+    parts = word.split("-")
+    return (
+        len(parts) == 2
+        and all(p.isalpha() and len(p) >= 2 for p in parts)
+        and word[0].isupper()
+        and all(_given_name(p) for p in parts)
+    )
 
 
 @lru_cache(maxsize=1)
@@ -626,6 +680,8 @@ def is_technical(text: str, det: Detection, ctx: _Context | None = None) -> str 
         return "techtext"
     if all(w[0].islower() for w in words) and ctx.technical():
         return "techtext"  # "|travis| build status", "julian day number"
+    if _imperative(text, det, words):
+        return "ordinary"
     if any(w.lower() in FIRST_NAMES for w in words):
         return None
     if _code_context(ctx, det, words):
