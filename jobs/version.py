@@ -41,6 +41,7 @@ def _detector_line() -> str:
     it (no model is loaded)."""
     from ctxledger.pipelines.redact.fingerprint import (
         detector_fingerprint,
+        model_identity,
         policy_models,
     )
     from ctxledger.schemas.policy import load_policy
@@ -49,7 +50,7 @@ def _detector_line() -> str:
     parts = [
         _installed("presidio_analyzer"),
         _installed("spacy"),
-        _installed(pii.ner_model),
+        " ".join(model_identity(pii.ner_model)),
     ]
     fingerprint = detector_fingerprint(policy_models(pii))[:8]
     return f"detector {fingerprint}: " + ", ".join(parts)

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
@@ -123,6 +124,28 @@ def distribution_versions(modules: Iterable[str], extra: Iterable[str] = ()) -> 
     return {d: _version(d) for d in sorted(dists)}
 
 
+def model_identity(name: str) -> list[str]:
+    """What detection really loads for the model ``name``: its own package, its
+    vendored copy (``ner.VENDORED_MODELS``) or the fallback small model, each
+    with the version of the distribution that ships it. A run without the
+    vendored medium model detects differently, so it must not share a
+    fingerprint with one that has it."""
+    from ctxledger.pipelines.redact.ner import (  # noqa: PLC0415
+        VENDORED_MODELS,
+        model_location,
+    )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        location = model_location(name)
+    if location == name:
+        return [name, _version(name)]
+    vendored = VENDORED_MODELS.get(name)
+    if vendored is not None and location not in (name,) and "/" in location:
+        return [name, "vendored", vendored[0], _version(vendored[0])]
+    return [name, "fallback", location, _version(location)]
+
+
 def fingerprint(models: str | Sequence[str], root: Path = REDACT_DIR) -> str:
     """The detector fingerprint (sha256 hex) of the files under ``root`` with
     the model packages ``models`` (the policy's ``pii`` model settings)."""
@@ -131,7 +154,7 @@ def fingerprint(models: str | Sequence[str], root: Path = REDACT_DIR) -> str:
     payload = {
         "files": files_digest(files, root),
         "packages": distribution_versions(imported_modules(files), BASE_DISTRIBUTIONS),
-        "models": [[m, _version(m)] for m in models],
+        "models": [model_identity(m) for m in models],
         "switches": lexicon_switches(files),
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))

@@ -321,3 +321,15 @@ def test_any_text_loads_or_fails_with_policy_error(tmp_path_factory, text):
         load_checked_policy(path)
     except PolicyError as exc:
         assert all("\n" not in p and p.startswith(str(path)) for p in exc.problems)
+
+
+def test_the_fingerprint_names_the_model_detection_really_loads(monkeypatch):
+    """A missing vendored medium model falls back to the small one: that run
+    detects differently and must not share the fingerprint."""
+    from ctxledger.pipelines.redact import fingerprint as fp
+    from ctxledger.pipelines.redact import ner
+
+    present = fp.fingerprint("en_core_web_md")
+    monkeypatch.setattr(ner, "model_location", lambda name: ner.FALLBACK_MODEL)
+    assert fp.model_identity("en_core_web_md")[1] == "fallback"
+    assert fp.fingerprint("en_core_web_md") != present
