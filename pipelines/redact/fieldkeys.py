@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from ctxledger.pipelines.redact.lexicon import common_english
 from ctxledger.pipelines.redact.spans import Detection
 from ctxledger.pipelines.redact.textkind import json_literals
 
@@ -96,8 +97,8 @@ _BARE = re.compile(
 #: ``key: value`` / ``key = value`` on a line (YAML, env, logs); the value runs
 #: to the end of the line or a separator.
 _ASSIGN = re.compile(
-    r"(?m)(?:^|(?<=[\s,;{(]))(?P<key>[A-Za-z][A-Za-z0-9_.\-]{0,48})[ \t]*[:=][ \t]*"
-    r"(?P<value>[^\s,;\"'<>]{1,128})"
+    r"(?m)(?:^|(?<=[\s,;{(?&]))(?P<key>[A-Za-z][A-Za-z0-9_.\-]{0,48})[ \t]*[:=][ \t]*"
+    r"(?P<value>[^\s,;\"'<>&?]{1,128})"
 )
 #: Short codes told in prose: "pin 7342", "my passcode is 903317", "OTP: 5512".
 _PROSE_CODE = re.compile(
@@ -175,10 +176,12 @@ class SecretKeys:
         if not is_json and (":" in text or "=" in text):
             for m in _ASSIGN.finditer(text):
                 etype = self.entity_for(m.group("key"))
+                value = m.group("value")
                 if (
                     etype is not None
-                    and _value_ok(m.group("value"))
-                    and _CODE_VALUE.search(m.group("value")) is None
+                    and _value_ok(value)
+                    and _CODE_VALUE.search(value) is None
+                    and not (value.isalpha() and common_english(value))
                 ):
                     out.append(
                         Detection(
