@@ -281,12 +281,11 @@ class Redactor:
         """Redact ``(field, text)`` items of one tenant; one ``Redaction`` each."""
         texts = [text or "" for _, text in items]
         detections = self.detect_batch(texts)
-        if len(items) > 1:
-            # one value, one placeholder in the whole batch (a session: the
-            # redact stage hands each session's fields in one call): a value
-            # found in one field is replaced wherever it occurs verbatim in
-            # the others ("Nate: ..." speaker prefixes, issue 29 item 6)
-            detections = session_repeats(texts, detections)
+        # one value, one placeholder in the whole batch (a session: the redact
+        # stage hands each session's fields in one call): a value found in one
+        # field is replaced wherever it occurs verbatim, in it and in the others
+        # ("Nate: ..." speaker prefixes, issue 29 item 6)
+        detections = session_repeats(texts, detections)
         aliases = person_aliases(
             decode_value(text[d.start : d.end])
             for text, dets in zip(texts, detections, strict=True)

@@ -7,7 +7,9 @@ fields to ``Redactor.redact_batch`` in one call; ``session_repeats`` takes every
 value detected in any of them (and each capitalised word of a multi-word
 name, as ``spans.repeated_values`` does within one text) and adds a detection
 wherever it occurs verbatim, as a whole word, in the other texts. One compiled
-alternation per session: a scan per text, only when something was found.
+pass over the words of each text, only when something was found. Within one
+long text this also reaches values past ``spans.repeated_values``' cap of 64
+(a long chat pasted as one message: "Nate: ..." prefixes).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from ctxledger.pipelines.redact.spans import (
 )
 
 #: Values searched per session at most (the longest first).
-MAX_VALUES = 256
+MAX_VALUES = 4096
+_WORD = re.compile(r"\w+")
 #: Shortest value searched (shorter ones are too likely to be something else).
 MIN_CHARS = 3
 
@@ -55,6 +58,50 @@ def session_values(
     return values
 
 
+def _occurrences(text: str, values: dict[str, Detection]) -> list[tuple[int, int]]:
+    """Whole-word spans of ``values`` in ``text``: one pass over the words of
+    the text with the values indexed by their first word (a regex alternation
+    of hundreds of values costs a try per value per position)."""
+    by_word: dict[str, list[str]] = {}
+    odd: list[str] = []
+    for value in values:
+        m = _WORD.match(value)
+        if m is None:
+            odd.append(value)
+        else:
+            by_word.setdefault(m.group(), []).append(value)
+    for group in by_word.values():
+        group.sort(key=len, reverse=True)
+    spans = []
+    last = 0
+    for m in _WORD.finditer(text):
+        start = m.start()
+        if start < last:
+            continue
+        for value in by_word.get(m.group(), ()):
+            end = start + len(value)
+            if text.startswith(value, start) and not (
+                end < len(text) and _word_char(text[end])
+            ):
+                spans.append((start, end))
+                last = end
+                break
+    for value in odd:
+        pos = text.find(value)
+        while pos >= 0:
+            end = pos + len(value)
+            if not (pos > 0 and _word_char(text[pos - 1])) and not (
+                end < len(text) and _word_char(text[end])
+            ):
+                spans.append((pos, end))
+            pos = text.find(value, end)
+    return spans
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
 def session_repeats(
     texts: Sequence[str], detections: Sequence[tuple[Detection, ...]]
 ) -> list[tuple[Detection, ...]]:
@@ -63,18 +110,15 @@ def session_repeats(
     values = session_values(texts, detections)
     if not values:
         return list(detections)
-    chosen = sorted(values, key=len, reverse=True)[:MAX_VALUES]
-    finder = re.compile(
-        r"(?<!\w)(?:" + "|".join(re.escape(v) for v in chosen) + r")(?!\w)"
-    )
+    if len(values) > MAX_VALUES:
+        values = dict(sorted(values.items(), key=lambda kv: -len(kv[0]))[:MAX_VALUES])
     out = []
     for text, dets in zip(texts, detections, strict=True):
         extra = []
-        for m in finder.finditer(text):
-            start, end = m.span()
+        for start, end in _occurrences(text, values):
             if any(d.start <= start and end <= d.end for d in dets):
                 continue
-            det = values[m.group()]
+            det = values[text[start:end]]
             extra.append(
                 Detection(
                     start, end, det.entity_type, det.score, f"session:{det.recognizer}"
