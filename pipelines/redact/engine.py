@@ -535,15 +535,17 @@ class Redactor:
             if rule.operator == "pseudonymize":
                 params = {"tenant_id": tenant_id, "pseudonymizer": self._pseudonymizer}
                 if etype == "PERSON":  # "Dana" after "Dana Whitfield": one person
-                    params["aliases"] = (
-                        aliases
-                        if aliases is not None
-                        else person_aliases(
+                    # this text's own names first, then the session's: "Dana"
+                    # is "Dana Whitfield" of this message even when another
+                    # message of the session has a "Dana Scully"
+                    params["aliases"] = {
+                        **(aliases or {}),
+                        **person_aliases(
                             decode_value(text[d.start : d.end])
                             for d in dets
                             if d.entity_type == etype
-                        )
-                    )
+                        ),
+                    }
                 operators[etype] = OperatorConfig(_PSEUDONYM_OPERATOR, params)
             elif rule.operator == "mask":
                 operators[etype] = OperatorConfig(

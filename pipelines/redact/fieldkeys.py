@@ -110,7 +110,35 @@ _PROSE_CODE = re.compile(
 )
 #: An assigned value that is code, not data (``get_token()``, ``os.environ[``).
 _CODE_VALUE = re.compile(r"[()\[\]{}$]|^[A-Za-z_]\w*\.[A-Za-z_]")
-_PROSE_HINT = re.compile(r"(?i)pin|pass|otp|cvv|cvc|code")
+#: Where ``_PROSE_CODE`` can start (it is matched only there: a regex search
+#: over every position of a long tool output costs more than these finds).
+_PROSE_WORDS = (
+    "pin",
+    "passcode",
+    "pass code",
+    "otp",
+    "totp",
+    "one time",
+    "one-time",
+    "cvv",
+    "cvc",
+    "security code",
+    "verification code",
+)
+_KEY_CHARS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+)
+
+
+def _occurrences(lower: str, words: Iterable[str]) -> list[int]:
+    """Sorted start offsets of each of ``words`` in ``lower`` (``str.find``)."""
+    found = set()
+    for word in words:
+        pos = lower.find(word)
+        while pos >= 0:
+            found.add(pos)
+            pos = lower.find(word, pos + 1)
+    return sorted(found)
 
 
 class SecretKeys:
@@ -121,6 +149,12 @@ class SecretKeys:
         self._phrases = frozenset(p for p in phrases if p)
         self._joined = frozenset("".join(p) for p in self._phrases)
         self._longest = max((len(p) for p in self._phrases), default=0)
+        # a key matching a phrase holds each of its words: the longest word of
+        # each phrase, as a substring of the text, is a cheap necessary test
+        hints = {max(p, key=len) for p in self._phrases}
+        self._hints = tuple(
+            sorted(h for h in hints if not any(o != h and o in h for o in hints))
+        )
 
     @lru_cache(maxsize=4096)  # noqa: B019 - keys repeat; one instance per policy
     def entity_for(self, key: str) -> str | None:
@@ -151,6 +185,21 @@ class SecretKeys:
             "PASSWORD" if any(w.startswith(_PASSWORD_WORDS) for w in hit) else "SECRET"
         )
 
+    def _assignments(self, text: str, lower: str):
+        """``_ASSIGN`` matches whose key holds a hint word: each hint found
+        with ``str.find``, the key around it matched from its first char."""
+        seen = set()
+        for pos in _occurrences(lower, self._hints):
+            start = pos
+            while start > 0 and pos - start < 48 and text[start - 1] in _KEY_CHARS:
+                start -= 1
+            if start in seen:
+                continue
+            seen.add(start)
+            m = _ASSIGN.match(text, start)
+            if m is not None:
+                yield m
+
     def detect(self, text: str, is_json: bool) -> list[Detection]:
         """Values under secret keys in ``text`` (whole value, score 0.95)."""
         out: list[Detection] = []
@@ -173,8 +222,9 @@ class SecretKeys:
                             f"{UNQUOTED}{m.group('key')}",
                         )
                     )
+        lower = text.lower()
         if not is_json and (":" in text or "=" in text):
-            for m in _ASSIGN.finditer(text):
+            for m in self._assignments(text, lower):
                 etype = self.entity_for(m.group("key"))
                 value = m.group("value")
                 if (
@@ -192,8 +242,9 @@ class SecretKeys:
                             f"field_key:{m.group('key')}",
                         )
                     )
-        if _PROSE_HINT.search(text) is not None:
-            for m in _PROSE_CODE.finditer(text):
+        for pos in _occurrences(lower, _PROSE_WORDS):
+            m = _PROSE_CODE.match(text, pos)
+            if m is not None:
                 out.append(
                     Detection(
                         m.start("value"), m.end("value"), "SECRET", 0.9, "prose_code"

@@ -134,6 +134,39 @@ _DISTINCT = re.compile(
 )
 _BOUNDED = re.compile(r"(?<![\w.\-])(?:" + _DISTINCT.pattern + r")(?![\w\-])")
 _RULE_RES = tuple(re.compile(rule.shape) for rule in NATIONAL_IDS)
+#: Runs of capitals, digits and id separators: where a distinctive id can be
+#: (one cheap scan; ``_BOUNDED`` then runs inside the few runs with a digit).
+_RUN = re.compile(r"[0-9A-Z][0-9A-Z.+\- ]{8,}[0-9A-Z]")
+#: Lower-case substrings and capitalised acronyms without which ``_ID_WORDS``
+#: cannot match (substring tests are far cheaper than the regex).
+_ID_HINTS = (
+    "national",
+    "personal",
+    "citizen",
+    "resident",
+    "identity",
+    "civil",
+    "tax ",
+    "id number",
+    "id no",
+    "id card",
+    "id code",
+    "pesel",
+    "aadha",
+    "uidai",
+    "nummer",
+    "tunnus",
+    "social",
+    "fiscale",
+    "kimlik",
+    "isikukood",
+    "kodas",
+    "slo",
+)
+_ID_ACRONYMS = (
+    "PESEL", "IIN", "ИИН", "ЖСН", "SIN", "NIN", "BSN", "CPR", "DNI", "NIE", "NIF",
+    "NIR", "CNP", "CPF", "RUT", "CURP", "RRN", "TCKN", "EGN", "NINO", "UID", "NID",
+)  # fmt: skip
 
 _PASSPORT = re.compile(
     r"(?i)\bpassport(?:\s*(?:number|no\.?|num(?:ber)?|#|id|nr\.?))?"
@@ -181,10 +214,16 @@ def _valid(index: int, value: str) -> bool:
         return False
 
 
-def _national_ids(text: str, with_words: bool = True) -> list[Detection]:
+def _distinct_matches(text: str):
+    for run in _RUN.finditer(text):
+        if has_digit(run.group()):
+            yield from _BOUNDED.finditer(text, run.start(), run.end())
+
+
+def _national_ids(text: str, lower: str) -> list[Detection]:
     out = []
     if _DISTINCT.pattern:
-        for m in _BOUNDED.finditer(text):
+        for m in _distinct_matches(text):
             index = int(m.lastgroup[1:]) if m.lastgroup else -1
             if index >= 0 and _valid(index, m.group()):
                 out.append(
@@ -196,7 +235,8 @@ def _national_ids(text: str, with_words: bool = True) -> list[Detection]:
                         f"id:{NATIONAL_IDS[index].name}",
                     )
                 )
-    for word in _ID_WORDS.finditer(text) if with_words else ():
+    hinted = any(h in lower for h in _ID_HINTS) or any(a in text for a in _ID_ACRONYMS)
+    for word in _ID_WORDS.finditer(text) if hinted else ():
         m = _AFTER_WORD.match(text, word.end())
         if m is None:
             continue
@@ -253,11 +293,21 @@ def _birth_dates(text: str) -> list[Detection]:
     return out
 
 
-_HINT = re.compile(
-    r"(?i)passport|born|d\.?o\.?b|birth|geburt|nacimiento|urodzenia|naissance|n[ée]e?\s+le"
-    r"|\bid\b|identi|national|personal|pesel|aadha|iin|иин|жсн|nummer|kimlik|"
-    r"fiscale|social|insurance|registration|sin|nin|bsn|cpr|dni|nie|nif|nir|cnp|"
-    r"cpf|rut|curp|rrn|tckn|egn|nino|uid|nid|isikukood|kodas|hetu|tunnus|[čc][ií]slo"
+#: Substrings (of the lower-cased text) without which a rule cannot match.
+_PASSPORT_HINT = "passport"
+_BIRTH_HINTS = (
+    "born",
+    "dob",
+    "d.o.b",
+    "birth",
+    "geburt",
+    "nacimiento",
+    "urodzenia",
+    "naissance",
+    "née",
+    "nee le",
+    "ne le",
+    "né le",
 )
 
 
@@ -266,11 +316,11 @@ def detect(text: str, wanted: frozenset[str]) -> list[Detection]:
     if not has_digit(text):
         return []
     out: list[Detection] = []
-    hinted = _HINT.search(text) is not None
+    lower = text.lower()
     if "NATIONAL_ID" in wanted:
-        out.extend(_national_ids(text, hinted))
-    if hinted and "PASSPORT" in wanted:
+        out.extend(_national_ids(text, lower))
+    if "PASSPORT" in wanted and _PASSPORT_HINT in lower:
         out.extend(_passports(text))
-    if hinted and "DATE_OF_BIRTH" in wanted:
+    if "DATE_OF_BIRTH" in wanted and any(h in lower for h in _BIRTH_HINTS):
         out.extend(_birth_dates(text))
     return out
