@@ -6,7 +6,8 @@ URLs write ``jane%40example.com``. Detectors that read the raw characters miss
 these values (issue 29: the escaped name was stored, embedded and served while
 the same name with a literal "ń" was redacted).
 
-``decoded_view`` returns the text with those three encodings decoded plus a map
+``decoded_view`` returns the text with those three encodings (and Python's
+``ascii()`` escapes of Latin-1 letters, ``Pe\\xf1a``) decoded plus a map
 from decoded offsets back to raw ones. The engine detects on the decoded text
 and replaces the mapped *raw* spans, so the stored text keeps its structure
 (JSON stays valid JSON, HTML stays HTML) and only the value becomes a
@@ -25,6 +26,8 @@ from html.entities import html5
 #: A run of backslashes then ``uXXXX``; the run's length decides whether it
 #: is an escape here or one JSON level down (JSON inside a JSON string).
 _JSON_U = re.compile(r"(\\+)u([0-9a-fA-F]{4})")
+#: Python's ``ascii()`` / repr escapes of Latin-1 letters (``'Pe\xf1a'``).
+_PY_X = re.compile(r"(?<!\\)((?:\\\\)*)\\x([a-fA-F][0-9a-fA-F])")
 #: ``&#324;``, ``&#x144;``, ``&nacute;`` (named ones only when HTML5 knows them).
 _ENTITY = re.compile(
     r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
@@ -130,6 +133,11 @@ def _matches(text: str) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     if "\\u" in text:
         found.extend(_json_escapes(text))
+    if "\\x" in text:
+        for m in _PY_X.finditer(text):
+            char = chr(int(m.group(2), 16))
+            if char.isalpha():  # a letter (not NBSP, signs): Peña, Müller
+                found.append((m.end(1), m.end(), char))
     if "&" in text:
         for m in _ENTITY.finditer(text):
             value = _entity(m.group())
