@@ -94,6 +94,12 @@ _BARE = re.compile(
     r"""(?P<q>["'])(?P<key>[^"'\\\n]{1,64})(?P=q)\s*:\s*"""
     r"(?P<value>-?\d[\d.eE+\-]*|true|false|True|False)(?=\s*[,}\]\n])"
 )
+#: ``\"key\": \"value\"``: JSON inside a JSON string (a tool result whose
+#: ``body`` is a serialized document), one or more levels down.
+_NESTED = re.compile(
+    r'(?P<q>\\+)"(?P<key>[^"\\\n]{1,64})(?P=q)"\s*:\s*(?P=q)"'
+    r'(?P<value>[^"\\\n]{1,256})(?P=q)"'
+)
 #: ``key: value`` / ``key = value`` on a line (YAML, env, logs); the value runs
 #: to the end of the line or a separator.
 _ASSIGN = re.compile(
@@ -210,6 +216,19 @@ class SecretKeys:
                 etype = self.entity_for(key)
                 if etype is not None and _value_ok(text[start:end]):
                     out.append(Detection(start, end, etype, 0.95, f"field_key:{key}"))
+            if '\\"' in text:
+                for m in _NESTED.finditer(text):
+                    etype = self.entity_for(m.group("key"))
+                    if etype is not None and _value_ok(m.group("value")):
+                        out.append(
+                            Detection(
+                                m.start("value"),
+                                m.end("value"),
+                                etype,
+                                0.95,
+                                f"field_key:{m.group('key')}",
+                            )
+                        )
             for m in _BARE.finditer(text):
                 etype = self.entity_for(m.group("key"))
                 if etype is not None:

@@ -126,3 +126,11 @@ def test_new_types_in_messages(redactor):
     for value in ("K4821937", "44051401359", "14 March 1987"):
         assert value not in out
     assert "<PASSPORT:" in out and "<NATIONAL_ID:" in out and "<DATE_OF_BIRTH:" in out
+
+
+def test_secret_keys_inside_json_held_in_a_json_string(redactor):
+    raw = json.dumps({"body": json.dumps({"pin": "482913", "note": "ok"})})
+    out = redactor.redact_text(raw, "t", "tool_output").text
+    inner = json.loads(json.loads(out)["body"])
+    assert "482913" not in out and inner["note"] == "ok"
+    assert inner["pin"].startswith("<SECRET:")
