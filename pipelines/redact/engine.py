@@ -411,12 +411,13 @@ class Redactor:
         if "PERSON" in wanted or "LOCATION" in wanted:
             dets.extend(foreign_script_names(text))  # "with सरल तिवारीजी in ..."
         is_json = textkind.looks_json(text)
+        literals = list(textkind.json_literals(text)) if is_json else None
         if self._json_keys and is_json:
-            dets.extend(self._json_key_detections(text))
+            dets.extend(self._json_key_detections(text, literals))
         if self._secret_keys is not None:
             dets.extend(
                 d
-                for d in self._secret_keys.detect(text, is_json)
+                for d in self._secret_keys.detect(text, is_json, literals)
                 if d.entity_type in wanted
             )
         if self._identifier_types:
@@ -434,9 +435,13 @@ class Redactor:
                 )
         return dets
 
-    def _json_key_detections(self, text: str) -> list[Detection]:
+    def _json_key_detections(
+        self, text: str, literals: list[tuple[str | None, int, int]] | None = None
+    ) -> list[Detection]:
         out = []
-        for key, start, end in textkind.json_literals(text):
+        if literals is None:
+            literals = list(textkind.json_literals(text))
+        for key, start, end in literals:
             if key is None:
                 continue
             etype = self._json_keys.get(key.lower())

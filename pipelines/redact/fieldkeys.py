@@ -206,11 +206,19 @@ class SecretKeys:
             if m is not None:
                 yield m
 
-    def detect(self, text: str, is_json: bool) -> list[Detection]:
-        """Values under secret keys in ``text`` (whole value, score 0.95)."""
+    def detect(
+        self,
+        text: str,
+        is_json: bool,
+        literals: list[tuple[str | None, int, int]] | None = None,
+    ) -> list[Detection]:
+        """Values under secret keys in ``text`` (whole value, score 0.95);
+        ``literals``: ``textkind.json_literals(text)`` when already listed."""
         out: list[Detection] = []
         if is_json or '":' in text:
-            for key, start, end in json_literals(text):
+            if literals is None:
+                literals = list(json_literals(text))
+            for key, start, end in literals:
                 if key is None or start == end:
                     continue
                 etype = self.entity_for(key)

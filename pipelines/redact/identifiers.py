@@ -137,36 +137,8 @@ _RULE_RES = tuple(re.compile(rule.shape) for rule in NATIONAL_IDS)
 #: Runs of capitals, digits and id separators: where a distinctive id can be
 #: (one cheap scan; ``_BOUNDED`` then runs inside the few runs with a digit).
 _RUN = re.compile(r"[0-9A-Z][0-9A-Z.+\- ]{8,}[0-9A-Z]")
-#: Lower-case substrings and capitalised acronyms without which ``_ID_WORDS``
-#: cannot match (substring tests are far cheaper than the regex).
-_ID_HINTS = (
-    "national",
-    "personal",
-    "citizen",
-    "resident",
-    "identity",
-    "civil",
-    "tax ",
-    "id number",
-    "id no",
-    "id card",
-    "id code",
-    "pesel",
-    "aadha",
-    "uidai",
-    "nummer",
-    "tunnus",
-    "social",
-    "fiscale",
-    "kimlik",
-    "isikukood",
-    "kodas",
-    "slo",
-)
-_ID_ACRONYMS = (
-    "PESEL", "IIN", "ИИН", "ЖСН", "SIN", "NIN", "BSN", "CPR", "DNI", "NIE", "NIF",
-    "NIR", "CNP", "CPF", "RUT", "CURP", "RRN", "TCKN", "EGN", "NINO", "UID", "NID",
-)  # fmt: skip
+#: Runs of 6+ digits (separators allowed): where an id value can be.
+_DIGIT_RUN = re.compile(r"\d(?:[ .\-]?\d){5,}")
 
 _PASSPORT = re.compile(
     r"(?i)\bpassport(?:\s*(?:number|no\.?|num(?:ber)?|#|id|nr\.?))?"
@@ -220,7 +192,18 @@ def _distinct_matches(text: str):
             yield from _BOUNDED.finditer(text, run.start(), run.end())
 
 
-def _national_ids(text: str, lower: str) -> list[Detection]:
+def _id_words(text: str) -> list[re.Match[str]]:
+    """``_ID_WORDS`` matches that can name an id value: searched only in the
+    60 characters before each run of 6+ digits (a value needs them), which
+    one cheap scan finds; the regex over a whole long tool output is the cost."""
+    found: dict[int, re.Match[str]] = {}
+    for run in _DIGIT_RUN.finditer(text):
+        for m in _ID_WORDS.finditer(text, max(0, run.start() - 60), run.start()):
+            found.setdefault(m.start(), m)
+    return [found[k] for k in sorted(found)]
+
+
+def _national_ids(text: str) -> list[Detection]:
     out = []
     if _DISTINCT.pattern:
         for m in _distinct_matches(text):
@@ -235,8 +218,7 @@ def _national_ids(text: str, lower: str) -> list[Detection]:
                         f"id:{NATIONAL_IDS[index].name}",
                     )
                 )
-    hinted = any(h in lower for h in _ID_HINTS) or any(a in text for a in _ID_ACRONYMS)
-    for word in _ID_WORDS.finditer(text) if hinted else ():
+    for word in _id_words(text):
         m = _AFTER_WORD.match(text, word.end())
         if m is None:
             continue
@@ -318,7 +300,7 @@ def detect(text: str, wanted: frozenset[str]) -> list[Detection]:
     out: list[Detection] = []
     lower = text.lower()
     if "NATIONAL_ID" in wanted:
-        out.extend(_national_ids(text, lower))
+        out.extend(_national_ids(text))
     if "PASSPORT" in wanted and _PASSPORT_HINT in lower:
         out.extend(_passports(text))
     if "DATE_OF_BIRTH" in wanted and any(h in lower for h in _BIRTH_HINTS):

@@ -7,7 +7,8 @@ fields to ``Redactor.redact_batch`` in one call; ``session_repeats`` takes every
 value detected in any of them (and each capitalised word of a multi-word
 name, as ``spans.repeated_values`` does within one text) and adds a detection
 wherever it occurs verbatim, as a whole word, in the other texts. One compiled
-pass over the words of each text, only when something was found. Within one
+``findall`` of the words of each text against the values' first words, only
+when something was found. Within one
 long text this also reaches values past ``spans.repeated_values``' cap of 64
 (a long chat pasted as one message: "Nate: ..." prefixes).
 """
@@ -58,10 +59,9 @@ def session_values(
     return values
 
 
-def _occurrences(text: str, values: dict[str, Detection]) -> list[tuple[int, int]]:
-    """Whole-word spans of ``values`` in ``text``: one pass over the words of
-    the text with the values indexed by their first word (a regex alternation
-    of hundreds of values costs a try per value per position)."""
+def _index(values: dict[str, Detection]) -> tuple[dict[str, list[str]], list[str]]:
+    """Values by their first word (longest first), and those that start with
+    no word character."""
     by_word: dict[str, list[str]] = {}
     odd: list[str] = []
     for value in values:
@@ -72,21 +72,20 @@ def _occurrences(text: str, values: dict[str, Detection]) -> list[tuple[int, int
             by_word.setdefault(m.group(), []).append(value)
     for group in by_word.values():
         group.sort(key=len, reverse=True)
+    return by_word, odd
+
+
+def _occurrences(
+    text: str, by_word: dict[str, list[str]], odd: list[str]
+) -> list[tuple[int, int]]:
+    """Whole-word spans of the indexed values in ``text``: the text's words
+    (one C-level ``findall``) meet the index, and only the values whose first
+    word is there are searched (``str.find``); overlaps are settled later by
+    ``resolve_overlaps``."""
+    words = set(_WORD.findall(text))
+    candidates = [v for w in words.intersection(by_word) for v in by_word[w]]
     spans = []
-    last = 0
-    for m in _WORD.finditer(text):
-        start = m.start()
-        if start < last:
-            continue
-        for value in by_word.get(m.group(), ()):
-            end = start + len(value)
-            if text.startswith(value, start) and not (
-                end < len(text) and _word_char(text[end])
-            ):
-                spans.append((start, end))
-                last = end
-                break
-    for value in odd:
+    for value in [*candidates, *odd]:
         pos = text.find(value)
         while pos >= 0:
             end = pos + len(value)
@@ -112,10 +111,11 @@ def session_repeats(
         return list(detections)
     if len(values) > MAX_VALUES:
         values = dict(sorted(values.items(), key=lambda kv: -len(kv[0]))[:MAX_VALUES])
+    by_word, odd = _index(values)
     out = []
     for text, dets in zip(texts, detections, strict=True):
         extra = []
-        for start, end in _occurrences(text, values):
+        for start, end in _occurrences(text, by_word, odd):
             if any(d.start <= start and end <= d.end for d in dets):
                 continue
             det = values[text[start:end]]
