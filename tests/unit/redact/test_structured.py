@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxledger.pipelines.redact.fieldkeys import SecretKeys, key_words
 from ctxledger.pipelines.redact.spans import PLACEHOLDER_RE
@@ -134,3 +136,26 @@ def test_secret_keys_inside_json_held_in_a_json_string(redactor):
     inner = json.loads(json.loads(out)["body"])
     assert "482913" not in out and inner["note"] == "ok"
     assert inner["pin"].startswith("<SECRET:")
+
+
+_VALUE = st.from_regex(r"[A-Za-z0-9]{4,12}", fullmatch=True).filter(
+    lambda v: v.lower() not in ("null", "none", "true", "false")
+)
+_SECRET_KEY = st.sampled_from(["pin", "apiKey", "API_KEY", "otp", "cvv", "password"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.dictionaries(
+        _SECRET_KEY, st.one_of(_VALUE, st.integers(1000, 10**9)), min_size=1
+    ),
+    st.booleans(),
+)
+def test_any_document_keeps_its_shape_and_loses_its_secrets(redactor, doc, nest):
+    document = {"outer": doc, "status": "ok"} if nest else doc
+    raw = json.dumps(document)
+    out = json.loads(redactor.redact_text(raw, "t", "tool_output").text)
+    got = out["outer"] if nest else out
+    assert set(got) == set(doc)
+    for key in doc:
+        assert isinstance(got[key], str) and PLACEHOLDER_RE.fullmatch(got[key]), key
