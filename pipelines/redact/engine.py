@@ -6,9 +6,14 @@ worker and ``__getstate__`` never carries them.
 
 Per batch of ``(field, text)`` items:
 
-1. Fast path on every text: secret rules (``secrets``), pattern PII (``patterns``),
-   JSON key rules (``"first_name": "Mia"``). Each detector first checks a literal or
-   a cheap regex, so most texts pay for a few substring tests only.
+0. Each text is detected on its decoded view (``decode``: JSON ``\\uXXXX``
+   escapes, HTML entities, percent-encoding); detections are mapped back onto
+   the raw text, which is what gets replaced (JSON stays JSON).
+1. Fast path on every text: values under secret-bearing keys (``fieldkeys``),
+   passports, national ids and birth dates (``identifiers``), secret rules
+   (``secrets``), pattern PII (``patterns``), JSON key rules
+   (``"first_name": "Mia"``). Each detector first checks a literal or a cheap
+   regex, so most texts pay for a few substring tests only.
 2. NER on prose only: ``textkind.nl_spans`` picks natural-language spans (not logs,
    code, JSON syntax), ``ner.candidate_windows`` keeps the neighbourhood of
    capitalised words, and the whole batch goes through one ``nlp.pipe``. Cue
@@ -23,6 +28,8 @@ Per batch of ``(field, text)`` items:
    ``spans.repeated_values`` (issue 11: a name twice in a sentence was replaced
    once) (so redacting twice is a no-op), resolve overlaps (secrets,
    then score, then length).
+3b. Across the batch (a session's fields): every detected value is replaced
+   wherever it occurs verbatim in the batch (``session.session_repeats``).
 4. presidio's ``AnonymizerEngine`` applies the policy's operators; its result items
    give the placeholder spans that become ``PiiFinding`` records.
 
