@@ -139,6 +139,11 @@ class PiiSettings(_Strict):
     #: JSON object keys whose string values are taken as an entity outright
     #: (lower-cased key -> entity type), e.g. ``first_name: PERSON``.
     json_keys: dict[str, str] = Field(default_factory=dict)
+    #: Key phrases naming a secret, added to the built-in list
+    #: (``pipelines.redact.fieldkeys.DEFAULT_SECRET_KEYS``): a value under a
+    #: key that matches one (by words, any case or separator: ``apiKey``,
+    #: ``API_KEY``) is redacted whatever it looks like.
+    secret_keys: tuple[str, ...] = ()
     secrets: SecretSettings = SecretSettings()
 
     @field_validator("entities")

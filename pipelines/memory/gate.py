@@ -6,6 +6,9 @@ For each candidate, in order (the first failing check is the rejection reason):
 1a. ``secret_in_text``: its text (or value) still matches a secret rule after
    redaction (``pipelines.redact.residual``): defense in depth, a secret the
    redactor missed is never stored as a memory, whatever its basis;
+   ``secret_value``: its value is a secret, redacted ("always use my account
+   pin <SECRET:..>"): a credential is never a memory; ``identifier_in_text``:
+   a passport number, national id or birth date the redactor missed;
 2. (no check) a candidate of ``unknown`` source (an input stated a source
    that is not ``user_stated | system_record | model_inferred``) is gated like
    any other and stored as ``unknown``: the query layer never serves it
@@ -37,7 +40,11 @@ from datetime import datetime, timedelta
 from ctxledger.pipelines.memory.consent import had_grant, live_basis
 from ctxledger.pipelines.memory.extract import MemoryCandidate
 from ctxledger.pipelines.memory.readmit import NO_BASIS, readmittable
-from ctxledger.pipelines.redact.residual import secret_in_text
+from ctxledger.pipelines.redact.residual import (
+    identifier_in_text,
+    secret_in_text,
+    secret_placeholder,
+)
 from ctxledger.schemas import content_hash
 from ctxledger.schemas.memory import (
     ConsentRecord,
@@ -48,6 +55,10 @@ from ctxledger.schemas.memory import (
 
 #: Rejection reason of a candidate whose text still holds a secret.
 SECRET_IN_TEXT = "secret_in_text"
+#: Rejection reason of a candidate whose value is a (redacted) secret.
+SECRET_VALUE = "secret_value"
+#: Rejection reason of a candidate that still holds a personal identifier.
+IDENTIFIER_IN_TEXT = "identifier_in_text"
 
 
 @dataclass
@@ -119,6 +130,16 @@ def gate_candidates(
             secret_in_text(candidate.text) or secret_in_text(candidate.value or "")
         ):
             reason = SECRET_IN_TEXT
+        if reason is None and (
+            secret_placeholder(candidate.text)
+            or secret_placeholder(candidate.value or "")
+        ):
+            reason = SECRET_VALUE
+        if reason is None and (
+            identifier_in_text(candidate.text)
+            or identifier_in_text(candidate.value or "")
+        ):
+            reason = IDENTIFIER_IN_TEXT
         if reason is None and (
             candidate.purpose is None or candidate.purpose not in settings.purpose_names
         ):

@@ -6,9 +6,14 @@ worker and ``__getstate__`` never carries them.
 
 Per batch of ``(field, text)`` items:
 
-1. Fast path on every text: secret rules (``secrets``), pattern PII (``patterns``),
-   JSON key rules (``"first_name": "Mia"``). Each detector first checks a literal or
-   a cheap regex, so most texts pay for a few substring tests only.
+0. Each text is detected on its decoded view (``decode``: JSON ``\\uXXXX``
+   escapes, HTML entities, percent-encoding); detections are mapped back onto
+   the raw text, which is what gets replaced (JSON stays JSON).
+1. Fast path on every text: values under secret-bearing keys (``fieldkeys``),
+   passports, national ids and birth dates (``identifiers``), secret rules
+   (``secrets``), pattern PII (``patterns``), JSON key rules
+   (``"first_name": "Mia"``). Each detector first checks a literal or a cheap
+   regex, so most texts pay for a few substring tests only.
 2. NER on prose only: ``textkind.nl_spans`` picks natural-language spans (not logs,
    code, JSON syntax), ``ner.candidate_windows`` keeps the neighbourhood of
    capitalised words, and the whole batch goes through one ``nlp.pipe``. Cue
@@ -23,6 +28,8 @@ Per batch of ``(field, text)`` items:
    ``spans.repeated_values`` (issue 11: a name twice in a sentence was replaced
    once) (so redacting twice is a no-op), resolve overlaps (secrets,
    then score, then length).
+3b. Across the batch (a session's fields): every detected value is replaced
+   wherever it occurs verbatim in the batch (``session.session_repeats``).
 4. presidio's ``AnonymizerEngine`` applies the policy's operators; its result items
    give the placeholder spans that become ``PiiFinding`` records.
 
@@ -39,7 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxledger.pipelines.redact import technical, textkind
+from ctxledger.pipelines.redact import fieldkeys, identifiers, technical, textkind
+from ctxledger.pipelines.redact.decode import DecodedView, decode_value, decoded_view
 from ctxledger.pipelines.redact.names import find_names, relabel_org
 from ctxledger.pipelines.redact.ner import (
     NerJob,
@@ -65,6 +73,7 @@ from ctxledger.pipelines.redact.places import (
 from ctxledger.pipelines.redact.pseudonym import Pseudonymizer, person_aliases
 from ctxledger.pipelines.redact.scripts import foreign_script_names
 from ctxledger.pipelines.redact.secrets import RULE_NAMES, SecretConfig, SecretDetector
+from ctxledger.pipelines.redact.session import session_repeats
 from ctxledger.pipelines.redact.spans import (
     SECRET_TYPES,
     Detection,
@@ -79,7 +88,13 @@ from ctxledger.schemas.transcript import PiiFinding
 #: Entity types NER can produce.
 NER_TYPES = frozenset({"PERSON", "LOCATION", "NRP", "ORGANIZATION", "DATE_TIME"})
 #: Entity types our own detectors produce (anything else goes to presidio's).
-OWN_TYPES = NER_TYPES | SECRET_TYPES | frozenset(PATTERN_DETECTORS) | {"PHONE_NUMBER"}
+OWN_TYPES = (
+    NER_TYPES
+    | SECRET_TYPES
+    | frozenset(PATTERN_DETECTORS)
+    | {"PHONE_NUMBER"}
+    | identifiers.IDENTIFIER_TYPES
+)
 
 _PSEUDONYM_OPERATOR = "ctxledger_pseudonym"
 _MASK_OPERATOR = "ctxledger_mask"
@@ -218,6 +233,14 @@ class Redactor:
             k.lower(): v for k, v in policy.pii.json_keys.items() if v in rules
         }
         self._json_key_set = frozenset(self._json_keys)
+        #: Values under secret-bearing keys (``"pin": "4829"``, ``apiKey``)
+        #: are always redacted (issue 29): the code's list plus the policy's.
+        self._secret_keys = (
+            fieldkeys.SecretKeys(policy.pii.secret_keys)
+            if self.entity_types & {"SECRET", "PASSWORD"}
+            else None
+        )
+        self._identifier_types = self.entity_types & identifiers.IDENTIFIER_TYPES
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
@@ -264,10 +287,24 @@ class Redactor:
         self, items: list[tuple[str, str]], tenant_id: str
     ) -> list[Redaction]:
         """Redact ``(field, text)`` items of one tenant; one ``Redaction`` each."""
-        detections = self.detect_batch([text for _, text in items])
+        texts = [text or "" for _, text in items]
+        detections = self.detect_batch(texts)
+        # one value, one placeholder in the whole batch (a session: the redact
+        # stage hands each session's fields in one call): a value found in one
+        # field is replaced wherever it occurs verbatim, in it and in the others
+        # ("Nate: ..." speaker prefixes, issue 29 item 6)
+        detections = session_repeats(texts, detections)
+        aliases = person_aliases(
+            decode_value(text[d.start : d.end])
+            for text, dets in zip(texts, detections, strict=True)
+            for d in dets
+            if d.entity_type == "PERSON"
+        )
         return [
-            self._apply(text or "", field_name, dets, tenant_id)
-            for (field_name, text), dets in zip(items, detections, strict=True)
+            self._apply(text, field_name, dets, tenant_id, aliases)
+            for (field_name, _), text, dets in zip(
+                items, texts, detections, strict=True
+            )
         ]
 
     def prefetch(self, texts: Sequence[str]) -> int:
@@ -306,6 +343,8 @@ class Redactor:
         raw: dict[str, list[Detection]] = {}
         jobs: list[NerJob] = []
         job_texts: list[str] = []
+        job_keys: list[str] = []
+        views: dict[str, DecodedView] = {}
         for i, text in enumerate(texts):
             self.stats["items"] += 1
             if not text:
@@ -322,7 +361,14 @@ class Redactor:
                 pending[text].append(i)
                 continue
             pending[text] = [i]
-            found = raw[text] = self._fast_detect(text, loaded)
+            # detect on the decoded text (``\\u0144``, ``&#324;``, ``%40``),
+            # replace the mapped raw spans later (``pipelines.redact.decode``)
+            view = decoded_view(text)
+            key = text
+            if view is not None:
+                views[key] = view
+                text = view.text
+            found = raw[key] = self._fast_detect(text, loaded)
             if loaded.ner is None and not (self.entity_types & {"PERSON", "LOCATION"}):
                 continue
             prose = textkind.nl_spans(text, self._json_key_set)
@@ -337,10 +383,15 @@ class Redactor:
                 for start, end in self._ner_spans(text, prose):
                     jobs.append(NerJob(len(job_texts), start, end))
                     job_texts.append(text)
+                    job_keys.append(key)
         if jobs:
-            self._run_ner(loaded.ner, jobs, job_texts, raw)
+            self._run_ner(loaded.ner, jobs, job_texts, job_keys, raw)
         for text, positions in pending.items():
-            final = self._finalize(text, raw[text])
+            view = views.get(text)
+            if view is None:
+                final = self._finalize(text, raw[text])
+            else:
+                final = _to_raw(view, self._finalize(view.text, raw[text]))
             self._remember(text, final)
             for i in positions:
                 out[i] = final
@@ -368,8 +419,18 @@ class Redactor:
                             dets.append(name)
         if "PERSON" in wanted or "LOCATION" in wanted:
             dets.extend(foreign_script_names(text))  # "with सरल तिवारीजी in ..."
-        if self._json_keys and textkind.looks_json(text):
-            dets.extend(self._json_key_detections(text))
+        is_json = textkind.looks_json(text)
+        literals = list(textkind.json_literals(text)) if is_json else None
+        if self._json_keys and is_json:
+            dets.extend(self._json_key_detections(text, literals))
+        if self._secret_keys is not None:
+            dets.extend(
+                d
+                for d in self._secret_keys.detect(text, is_json, literals)
+                if d.entity_type in wanted
+            )
+        if self._identifier_types:
+            dets.extend(identifiers.detect(text, self._identifier_types))
         for recognizer, entities in loaded.fallback:
             for res in recognizer.analyze(text, entities=entities, nlp_artifacts=None):
                 dets.append(
@@ -383,9 +444,13 @@ class Redactor:
                 )
         return dets
 
-    def _json_key_detections(self, text: str) -> list[Detection]:
+    def _json_key_detections(
+        self, text: str, literals: list[tuple[str | None, int, int]] | None = None
+    ) -> list[Detection]:
         out = []
-        for key, start, end in textkind.json_literals(text):
+        if literals is None:
+            literals = list(textkind.json_literals(text))
+        for key, start, end in literals:
             if key is None:
                 continue
             etype = self._json_keys.get(key.lower())
@@ -409,6 +474,7 @@ class Redactor:
         ner: NerRunner,
         jobs: list[NerJob],
         job_texts: list[str],
+        job_keys: list[str],
         raw: dict[str, list[Detection]],
     ) -> None:
         pieces = [job_texts[j.item][j.start : j.end] for j in jobs]
@@ -417,7 +483,7 @@ class Redactor:
             if not found:
                 continue
             text = job_texts[job.item]
-            target = raw[text]
+            target = raw[job_keys[job.item]]
             for det in found:
                 det = det.shifted(job.start)
                 if det.entity_type == "PERSON" and "LOCATION" in self.entity_types:
@@ -462,6 +528,7 @@ class Redactor:
         field_name: str,
         dets: tuple[Detection, ...],
         tenant_id: str,
+        aliases: dict[str, str] | None = None,
     ) -> Redaction:
         if not dets:
             return Redaction(text, [])
@@ -482,9 +549,17 @@ class Redactor:
             if rule.operator == "pseudonymize":
                 params = {"tenant_id": tenant_id, "pseudonymizer": self._pseudonymizer}
                 if etype == "PERSON":  # "Dana" after "Dana Whitfield": one person
-                    params["aliases"] = person_aliases(
-                        text[d.start : d.end] for d in dets if d.entity_type == etype
-                    )
+                    # this text's own names first, then the session's: "Dana"
+                    # is "Dana Whitfield" of this message even when another
+                    # message of the session has a "Dana Scully"
+                    params["aliases"] = {
+                        **(aliases or {}),
+                        **person_aliases(
+                            decode_value(text[d.start : d.end])
+                            for d in dets
+                            if d.entity_type == etype
+                        ),
+                    }
                 operators[etype] = OperatorConfig(_PSEUDONYM_OPERATOR, params)
             elif rule.operator == "mask":
                 operators[etype] = OperatorConfig(
@@ -506,18 +581,52 @@ class Redactor:
         items = sorted(result.items, key=lambda it: it.start)
         if len(items) != len(dets):  # presidio merged something: should not happen
             raise RuntimeError("anonymizer changed the number of entities")
+        out_text = result.text
+        spans = [(item.start, item.end) for item in items]
+        if any(d.recognizer.startswith(fieldkeys.UNQUOTED) for d in dets):
+            out_text, spans = _quote_bare_values(out_text, dets, spans)
         findings = [
             PiiFinding(
                 entity_type=det.entity_type,
                 field=field_name,
-                start=item.start,
-                end=item.end,
+                start=start,
+                end=end,
                 score=round(float(det.score), 4),
                 recognizer=det.recognizer,
             )
-            for det, item in zip(dets, items, strict=True)
+            for det, (start, end) in zip(dets, spans, strict=True)
         ]
-        return Redaction(result.text, findings)
+        return Redaction(out_text, findings)
+
+
+def _to_raw(view: DecodedView, dets: tuple[Detection, ...]) -> tuple[Detection, ...]:
+    """Detections on a decoded view, moved onto the raw text it came from."""
+    moved = []
+    for det in dets:
+        start, end = view.to_raw(det.start, det.end)
+        moved.append(Detection(start, end, det.entity_type, det.score, det.recognizer))
+    return tuple(resolve_overlaps(moved))
+
+
+def _quote_bare_values(
+    text: str, dets: tuple[Detection, ...], spans: list[tuple[int, int]]
+) -> tuple[str, list[tuple[int, int]]]:
+    """Quote the placeholders of JSON numbers and booleans under secret keys
+    (``"pin": 7342`` -> ``"pin": "<SECRET:..>"``), so the JSON stays valid."""
+    parts = []
+    out_spans = []
+    pos = 0
+    shift = 0
+    for det, (start, end) in zip(dets, spans, strict=True):
+        if det.recognizer.startswith(fieldkeys.UNQUOTED):
+            parts.append(text[pos:start] + '"' + text[start:end] + '"')
+            pos = end
+            out_spans.append((start + shift + 1, end + shift + 1))
+            shift += 2
+        else:
+            out_spans.append((start + shift, end + shift))
+    parts.append(text[pos:])
+    return "".join(parts), out_spans
 
 
 def _warm_lexicons() -> None:

@@ -7,6 +7,7 @@ only the anonymizer, imported light (``pipelines.redact.loading``).
 
 from __future__ import annotations
 
+from ctxledger.pipelines.redact.decode import decode_value
 from ctxledger.pipelines.redact.loading import import_anonymizer
 from ctxledger.pipelines.redact.pseudonym import normalize_value
 
@@ -26,6 +27,7 @@ class PseudonymOperator(Operator):
     def operate(self, text: str = "", params: dict | None = None) -> str:  # noqa: D102
         assert params is not None
         etype = params["entity_type"]
+        text = decode_value(text)  # "Szyma\\u0144ska" is "Szymańska"
         aliases = params.get("aliases")
         if aliases:
             text = aliases.get(normalize_value(etype, text), text)

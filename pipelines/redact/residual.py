@@ -10,8 +10,9 @@ fast path (``secrets.SecretDetector``), with our own placeholders excluded.
 
 from __future__ import annotations
 
+from ctxledger.pipelines.redact import identifiers
 from ctxledger.pipelines.redact.secrets import SecretDetector
-from ctxledger.pipelines.redact.spans import PLACEHOLDER_RE
+from ctxledger.pipelines.redact.spans import PLACEHOLDER_RE, SECRET_TYPES
 
 _DETECTOR = SecretDetector()
 
@@ -44,3 +45,28 @@ def secret_in_text(text: str) -> bool:
     Cost: a few substring tests for most texts.
     """
     return bool(secret_spans(text))
+
+
+def secret_placeholder(text: str) -> bool:
+    """Whether ``text`` holds the placeholder of a secret (``<SECRET:1a2b>``,
+    ``<PASSWORD>``): a statement whose value is a credential ("always use my
+    account pin <SECRET:..>") is no memory, even redacted (issue 29)."""
+    if not text or "<" not in text:
+        return False
+    return any(
+        m.group().strip("<>").split(":", 1)[0] in SECRET_TYPES
+        for m in PLACEHOLDER_RE.finditer(text)
+    )
+
+
+def identifier_in_text(text: str) -> bool:
+    """Whether ``text`` still holds a passport number, a national id or a
+    birth date the identifier rules find (``pipelines.redact.identifiers``)
+    outside our placeholders: defense in depth for stored memories."""
+    if not text:
+        return False
+    found = identifiers.detect(text, identifiers.IDENTIFIER_TYPES)
+    if not found:
+        return False
+    holes = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "<" in text else []
+    return any(not any(d.start < b and a < d.end for a, b in holes) for d in found)

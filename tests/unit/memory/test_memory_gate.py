@@ -344,3 +344,23 @@ def test_readmission_gates_again_retention_is_counted_from_the_statement():
     late = at(days=800)
     outcome = _readmit(pointer, _message(), [grant(when=at(days=5))], now=late)
     assert outcome == Readmission(closed="expired")
+
+
+def test_secret_values_and_leftover_identifiers_are_refused():
+    """Issue 29: a memory whose value is a credential is refused even when
+    redacted; an identifier the redactor missed is refused too."""
+    refused = [
+        candidate(text="From now on, always use my account pin <SECRET:1a2b3c4d>."),
+        candidate(text="my card pin is hidden", value="<PASSWORD:00ff00ff>"),
+        candidate(text="My passport number is K4821937."),
+        candidate(text="I was born on 14 March 1987."),
+    ]
+    kept = candidate(text="My passport number is <PASSPORT:1a2b3c4d>.")
+    result = _gate([*refused, kept], [grant()])
+    assert [m.memory_id for m in result.memories] == [kept.memory_id]
+    assert [r.reason for r in result.rejections] == [
+        "secret_value",
+        "secret_value",
+        "identifier_in_text",
+        "identifier_in_text",
+    ]
