@@ -12,6 +12,7 @@ the run's own snapshot, or as a ``retention`` run when nothing is new.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -258,6 +259,11 @@ def _run_pipeline(
             finally:
                 lake.close()  # read at graph build only; the pipeline runs next
     except Exception as exc:
+        # The graph may have failed before its build released the planning
+        # attach (a bad --runner fails in the ``with`` header): close it first,
+        # or recording the failure attaches the catalog a second time and
+        # DuckDB's "Unique file handle conflict" replaces the real error.
+        lake.close()
         record_failed_run(config, started_at, runner, len(found.items), exc)
         raise
     return stage_lines
@@ -340,7 +346,26 @@ def record_failed_run(
     files_seen: int,
     exc: Exception,
 ) -> None:
-    """Store a ``failed`` run row (its own tiny snapshot) so ``runs`` shows it."""
+    """Store a ``failed`` run row (its own tiny snapshot) so ``runs`` shows it,
+    with ``exc`` (the original error) as its reason.
+
+    The caller re-raises ``exc``; a failure to record it (the catalog itself
+    unreachable) is logged and noted on ``exc``, never raised in its place."""
+    try:
+        _record_failed_run(config, started_at, runner, files_seen, exc)
+    except Exception as failed:  # noqa: BLE001 - the original error wins
+        note = f"the failed run was not recorded: {type(failed).__name__}: {failed}"
+        logging.getLogger(__name__).warning(note.splitlines()[0])
+        exc.add_note(note.splitlines()[0])
+
+
+def _record_failed_run(
+    config: JobConfig,
+    started_at: datetime,
+    runner: str,
+    files_seen: int,
+    exc: Exception,
+) -> None:
     manifest = RunManifest(
         run_id=config.run_id,
         job=config.job,
