@@ -164,3 +164,52 @@ def hard_timeout(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass
+class WorkerPool:
+    """Beam's EXTERNAL worker pool (``worker_pool_main``), as Flink and Spark
+    reach their Python workers; it starts the literal ``python`` on PATH for
+    each worker, so PATH starts with this venv's bin (``_env``)."""
+
+    address: str
+    proc: subprocess.Popen
+
+    def beam_args(self) -> list[str]:
+        """Portable runner, embedded job server, workers from this pool."""
+        return [
+            "--runner=PortableRunner",
+            "--job_endpoint=embed",
+            "--environment_type=EXTERNAL",
+            f"--environment_config={self.address}",
+        ]
+
+    def stop(self) -> None:
+        Cluster(Path(), "", [self.proc]).stop()
+
+
+def start_worker_pool(folder: Path) -> WorkerPool:
+    """``python -m apache_beam.runners.worker.worker_pool_main`` on a free port;
+    returns once it listens (the port read from its log)."""
+    import re
+
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "worker-pool.log"
+    proc = _spawn(
+        [
+            sys.executable,
+            "-m",
+            "apache_beam.runners.worker.worker_pool_main",
+            "--service_port=0",
+        ],
+        log,
+    )
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        found = re.search(r"servicer at port: \S+:(\d+)", log.read_text())
+        if found:
+            return WorkerPool(f"127.0.0.1:{found.group(1)}", proc)
+        if proc.poll() is not None or time.monotonic() > deadline:
+            Cluster(Path(), "", [proc]).stop()
+            raise RuntimeError(f"worker pool did not start; see {log}")
+        time.sleep(0.2)
