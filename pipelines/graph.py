@@ -136,5 +136,13 @@ def build_batch_graph(
         tables
         | "WriteTables" >> WriteTables(config)
         | "CommitSnapshot"
-        >> CommitSnapshot(config, started_at, files_seen, files_skipped, runner, commit)
+        >> CommitSnapshot(
+            config,
+            started_at,
+            files_seen,
+            files_skipped,
+            runner,
+            commit,
+            expected_files=len(items),
+        )
     )

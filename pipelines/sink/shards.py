@@ -6,11 +6,13 @@ lives in one bundle: it writes a file whenever its buffer reaches ``max_rows``
 and once more when the bundle ends, so memory stays bounded however large the
 run is and no extra shuffle is needed (the write fuses with the stage that made
 the rows). A retried bundle writes new files under new names; its failed
-attempt's files are never reported, so the commit never sees them, and they go
-with the staging folder.
+attempt's files are never reported; their manifests make the commit fail the
+run rather than guess (``pipelines.sink.staged``), and they go with the
+staging folder.
 
 Each file is written under a temporary name and renamed once complete, so a file
-with a final name is always a whole Parquet file.
+with a final name is always a whole Parquet file; then its manifest is written
+(``pipelines.sink.staged``), which the commit checks the reported paths against.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from ctxledger.pipelines.sink.staged import record_shard
 
 #: Rows per staged file. Bounds a writer's buffer (rows with embeddings run to a
 #: few KB each) while keeping files large enough for DuckLake to read well.
@@ -37,6 +41,8 @@ def write_shard(directory: Path, schema: pa.Schema, rows: list[dict[str, Any]]) 
         pa.Table.from_pylist(rows, schema=schema), partial, compression="zstd"
     )
     os.replace(partial, final)
+    # its manifest, written where its rows are (pipelines.sink.staged)
+    record_shard(final, directory.name, len(rows))
     return str(final)
 
 

@@ -2,7 +2,9 @@
 
 ``WriteTables`` writes each table's records as Parquet shards under
 ``staging/<run_id>/<table>/`` (``pipelines.sink.shards``);
-``CommitSnapshot`` waits for every shard, then runs the single commit step
+``CommitSnapshot`` waits for every shard, checks the reported paths against
+the writers' shard manifests (``pipelines.sink.staged``), then runs the single
+commit step
 (``pipelines.sink.commit.commit_run``) on one worker. Until that step commits, no
 reader can see any of the run's rows.
 """
@@ -19,6 +21,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from ctxledger.pipelines.config import JobConfig
 from ctxledger.pipelines.sink.commit import commit_run
 from ctxledger.pipelines.sink.shards import SHARD_MAX_ROWS, ShardBuffer
+from ctxledger.pipelines.sink.staged import verify_staged
 from ctxledger.schemas.arrow import arrow_schema
 from ctxledger.warehouse.tables import TABLES
 
@@ -83,9 +86,17 @@ class CommitRunFn(beam.DoFn):
     """
 
     def __init__(
-        self, config, started_at, files_seen, files_skipped, runner, commit=None
+        self,
+        config,
+        started_at,
+        files_seen,
+        files_skipped,
+        runner,
+        commit=None,
+        expected_files=None,
     ):
         self.config = config
+        self.expected_files = expected_files
         self.started_at = started_at
         self.files_seen = files_seen
         self.files_skipped = files_skipped
@@ -99,6 +110,9 @@ class CommitRunFn(beam.DoFn):
             from ctxledger.pipelines.evidence.ahead import release_ahead
 
             release_ahead(self.config.run_id)
+        # Every shard a writer staged must have reached this step, and every
+        # planned landing file must be ingested: else fail, never commit less.
+        verify_staged(self.config.staging_dir, paths, self.expected_files)
         yield self.commit(
             self.config,
             paths,
@@ -120,10 +134,17 @@ class CommitSnapshot(beam.PTransform):
         files_skipped: int,
         runner: str,
         commit=None,
+        expected_files: int | None = None,
     ):
         super().__init__()
         self.fn = CommitRunFn(
-            config, started_at, files_seen, files_skipped, runner, commit
+            config,
+            started_at,
+            files_seen,
+            files_skipped,
+            runner,
+            commit,
+            expected_files,
         )
 
     def expand(self, paths):

@@ -146,3 +146,23 @@ def _bumped_policy() -> str:
     text = (ROOT / "pipelines" / "redact" / "default_policy.yaml").read_text()
     assert '\nversion: "1"\n' in text
     return text.replace('\nversion: "1"\n', '\nversion: "2"\n')
+
+
+def test_lost_shard_paths_fail_the_run(landing, tmp_path, monkeypatch):
+    """The DaskRunner defect, reproduced on the DirectRunner: the shard writer's
+    ``finish_bundle`` output never arrives. Its shards were written, their
+    manifests say so: the run fails instead of committing empty tables."""
+    from ctxledger.pipelines.sink import transforms
+
+    def dropped(self):
+        self.buffer.flush()  # the rows are written; the path goes nowhere
+        return None
+
+    monkeypatch.setattr(transforms.WriteShardsFn, "finish_bundle", dropped)
+    with pytest.raises(Exception, match="never reported"):
+        run_nightly(landing, tmp_path / "wh")
+    (job, status, runner, error), = _runs(tmp_path / "wh")  # fmt: skip
+    assert status == "failed"
+    assert "staged but never reported" in error
+    with Warehouse.open(tmp_path / "wh") as wh:
+        assert wh.query("SELECT count(*) FROM sessions").fetchone() == (0,)
