@@ -166,3 +166,19 @@ def test_lost_shard_paths_fail_the_run(landing, tmp_path, monkeypatch):
     assert "staged but never reported" in error
     with Warehouse.open(tmp_path / "wh") as wh:
         assert wh.query("SELECT count(*) FROM sessions").fetchone() == (0,)
+
+
+def test_dask_stream_micro_batch_equals_the_direct_runner(landing, cluster, tmp_path):
+    """One micro-batch of the stream job (a stop asked before it starts drains
+    what the folder holds) on the cluster and on the DirectRunner."""
+    from ctxledger.jobs.stream import StopFlag, run_stream
+
+    for name, args in (("direct", []), ("dask", cluster.beam_args())):
+        stop = StopFlag()
+        stop.set("test")
+        with hard_timeout(RUN_TIMEOUT):
+            result = run_stream(
+                landing, tmp_path / name, poll_seconds=0.2, beam_args=args, stop=stop
+            )
+        assert sum(b.files for b in result.batches) == len(list(landing.rglob("*.*")))
+    _same_tables(tmp_path / "direct", tmp_path / "dask")
