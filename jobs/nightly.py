@@ -239,25 +239,28 @@ def _run_pipeline(
             released(config.run_id),  # the embed-ahead helper, if any
             sized_worker_threads(local_workers(beam_args)),
             _stage_lines(config.staging_dir, progress) as stage_lines,
-            beam_pipeline(beam_args) as pipeline,
         ):
-            try:
-                build_batch_graph(
-                    pipeline,
-                    new_items,
-                    config,
-                    policy,
-                    key,
-                    started_at=started_at,
-                    files_seen=len(found.items),
-                    files_skipped=len(found.skipped),
-                    runner=runner,
-                    workers=local_workers(beam_args),
-                    lake=lake,
-                    shares_process=shares_process(beam_args),
-                )
-            finally:
-                lake.close()  # read at graph build only; the pipeline runs next
+            with beam_pipeline(beam_args) as pipeline:
+                try:
+                    pending = build_batch_graph(
+                        pipeline,
+                        new_items,
+                        config,
+                        policy,
+                        key,
+                        started_at=started_at,
+                        files_seen=len(found.items),
+                        files_skipped=len(found.skipped),
+                        runner=runner,
+                        workers=local_workers(beam_args),
+                        lake=lake,
+                        shares_process=shares_process(beam_args),
+                    )
+                finally:
+                    lake.close()  # read at graph build only; the pipeline runs next
+            # The stages are done, on whatever runner: verify the staged shards
+            # and commit once, here on the launcher (pipelines.sink.pending).
+            pending.run()
     except Exception as exc:
         # The graph may have failed before its build released the planning
         # attach (a bad --runner fails in the ``with`` header): close it first,

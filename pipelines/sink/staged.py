@@ -32,6 +32,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 MANIFESTS_DIR = "_shards"
+#: The shard paths the pipeline reported, written by its last step
+#: (``ReportShards``) for the launcher's commit.
+REPORTED_FILE = "_reported_shards.json"
 
 
 class StagingMismatchError(RuntimeError):
@@ -55,6 +58,26 @@ def record_shard(path: Path, table: str, rows: int) -> None:
     partial = target.with_name(target.name + ".tmp")
     partial.write_text(json.dumps({"table": table, "path": str(path), "rows": rows}))
     os.replace(partial, target)
+
+
+def write_reported(staging_dir: str | os.PathLike[str], paths: list[str]) -> None:
+    """Write the pipeline's full list of shard paths (temp name + rename)."""
+    folder = Path(staging_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / (REPORTED_FILE + ".tmp")
+    partial.write_text(json.dumps(sorted(paths)))
+    os.replace(partial, folder / REPORTED_FILE)
+
+
+def read_reported(staging_dir: str | os.PathLike[str]) -> list[str]:
+    """The shard paths the pipeline reported; fails when it reported none (its
+    last step never ran, or its output was lost on the way)."""
+    path = Path(staging_dir) / REPORTED_FILE
+    if not path.is_file():
+        raise StagingMismatchError(
+            f"run not committed: the pipeline reported no shard list ({path} missing)"
+        )
+    return list(json.loads(path.read_text()))
 
 
 def read_manifests(staging_dir: str | os.PathLike[str]) -> list[ShardManifest]:

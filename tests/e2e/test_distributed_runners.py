@@ -182,3 +182,52 @@ def test_dask_stream_micro_batch_equals_the_direct_runner(landing, cluster, tmp_
             )
         assert sum(b.files for b in result.batches) == len(list(landing.rglob("*.*")))
     _same_tables(tmp_path / "direct", tmp_path / "dask")
+
+
+def test_no_dofn_attaches_the_catalog(landing, tmp_path, monkeypatch):
+    """While the pipeline runs, attaching the catalog raises: planning and the
+    commit happen on the launcher, before and after it. The second run has
+    stored vectors to reuse, so the evidence stage's lookups are exercised."""
+    import threading
+
+    import apache_beam as beam
+
+    from ctxledger.warehouse import catalog
+
+    run_nightly(landing, tmp_path / "wh")  # stores globex vectors
+    second = tmp_path / "second"
+    shutil.copytree(landing, second)
+    shutil.copytree(
+        SAMPLE / "tenant=globex" / "pydantic-ai", second / "tenant=globex",
+        dirs_exist_ok=True,
+    )  # fmt: skip
+    running = threading.Event()
+    run, attach = beam.Pipeline.run, catalog.attach_lake
+
+    def guarded_run(self, *args, **kwargs):
+        running.set()
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            running.clear()
+
+    def guarded_attach(*args, **kwargs):
+        if running.is_set():
+            raise AssertionError("a pipeline step attached the catalog")
+        return attach(*args, **kwargs)
+
+    from ctxledger.pipelines.evidence.stored import VectorFile
+
+    looked_up = []
+    lookup = VectorFile.__call__
+
+    def counted(self, keys):
+        looked_up.append(len(keys))
+        return lookup(self, keys)
+
+    monkeypatch.setattr(beam.Pipeline, "run", guarded_run)
+    monkeypatch.setattr(catalog, "attach_lake", guarded_attach)
+    monkeypatch.setattr(VectorFile, "__call__", counted)
+    done = run_nightly(second, tmp_path / "wh")
+    assert done.manifest.status == "committed" and done.files_new > 0
+    assert sum(looked_up) > 0  # the stored-vector lookups ran (on the export)
