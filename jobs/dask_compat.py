@@ -23,7 +23,8 @@ Two more things the stock runner lacks that a job needs:
 
 * DoFn instances are cached per worker thread (keyed by the DoFn's pickled
   bytes), so ``setup`` (models: presidio, MiniLM) runs once per worker and
-  thread, not once per partition.
+  thread, not once per partition; a worker keeps only the latest pipeline's
+  (the previous run's are torn down when a new run's first bundle arrives).
 * ``CompatDaskResult.wait_until_finish`` fails the run when the cluster has
   had no worker for ``--dask_no_worker_timeout`` seconds (default 60): the
   stock runner waits forever on a cluster whose workers all died.
@@ -39,6 +40,7 @@ import contextlib
 import hashlib
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -73,16 +75,27 @@ class CtxledgerDaskOptions(PipelineOptions):
 
 
 # One DoFn instance per (pickled DoFn, thread) in a worker process: setup once.
+# Only the latest pipeline's are kept: a long-lived worker serving one nightly
+# after another tears the previous run's DoFns (and their models) down.
 _FNS: dict[tuple[str, int], Any] = {}
+_FNS_RUN: list[str] = [""]
 _FNS_LOCK = threading.Lock()
 
 
-def _worker_fn(fn_bytes: bytes) -> Any:
+def _worker_fn(fn_bytes: bytes, run: str) -> Any:
     from apache_beam.internal import pickler
 
     key = (hashlib.sha256(fn_bytes).hexdigest(), threading.get_ident())
+    stale: list[Any] = []
     with _FNS_LOCK:
+        if _FNS_RUN[0] != run:
+            stale, _FNS_RUN[0] = list(_FNS.values()), run
+            _FNS.clear()
         cached = _FNS.get(key)
+    for old in stale:
+        if getattr(old, "_ctxledger_set_up", False):
+            with contextlib.suppress(Exception):
+                old.teardown()
     if cached is not None:
         return cached
     fn = pickler.loads(fn_bytes)
@@ -105,7 +118,7 @@ def _run_bundle(
     )
     from apache_beam.transforms.sideinputs import SideInputMap
 
-    fn = _worker_fn(spec["fn"])
+    fn = _worker_fn(spec["fn"], spec["run"])
     views = spec["side_views"]
     side_inputs = [
         SideInputMap(view, options, [te.get_windowed_value(v, None) for v in values])
@@ -160,6 +173,7 @@ class TaggedParDo(te.DaskBagOp):
         window_fn = main.windowing.windowfn if hasattr(main, "windowing") else None
         spec = {
             "fn": pickler.dumps(transform.fn),
+            "run": self.bag_kwargs.get("_run", ""),
             "window_fn": window_fn,
             "label": transform.label,
             "args": list(args),
@@ -289,6 +303,8 @@ class CompatDaskRunner(beam_dask.DaskRunner):
             # Beam packs 128 elements per partition: a run's few landing
             # groups would all land in one partition, on one worker.
             bag_kwargs = {"partition_size": 1}
+        # this pipeline's token: workers keep only its DoFn instances
+        bag_kwargs["_run"] = uuid.uuid4().hex
         client = distributed.Client(**dask_options)
         pipeline.replace_all(dask_overrides())
         visitor = _Visitor(bag_kwargs)
