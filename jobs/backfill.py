@@ -340,22 +340,23 @@ def run_backfill(
             released(config.run_id),  # the embed-ahead helper, if any
             sized_worker_threads(local_workers(beam_args)),
             _stage_lines(config.staging_dir, progress) as stage_lines,
-            beam_pipeline(beam_args) as pipeline,
         ):
-            build_batch_graph(
-                pipeline,
-                plan.items,
-                config,
-                policy,
-                key,
-                started_at=started_at,
-                files_seen=len(plan.items),
-                files_skipped=0,
-                runner=runner,
-                commit=ReplacingCommit(scope),
-                workers=local_workers(beam_args),
-                shares_process=shares_process(beam_args),
-            )
+            with beam_pipeline(beam_args) as pipeline:
+                pending = build_batch_graph(
+                    pipeline,
+                    plan.items,
+                    config,
+                    policy,
+                    key,
+                    started_at=started_at,
+                    files_seen=len(plan.items),
+                    files_skipped=0,
+                    runner=runner,
+                    commit=ReplacingCommit(scope),
+                    workers=local_workers(beam_args),
+                    shares_process=shares_process(beam_args),
+                )
+            pending.run()  # the one commit, on the launcher (as the nightly)
     except Exception as exc:
         fail_run(config, started_at, runner, len(plan.items), exc)
     with Warehouse.open(warehouse, catalog=catalog, data_path=data_path) as wh:

@@ -88,6 +88,8 @@ def beam_flags() -> dict[str, bool]:
             PipelineOptions,
             _BeamArgumentParser,
         )
+
+        register_runner_options()
     finally:
         logging.disable(logging.NOTSET)
 
@@ -102,6 +104,34 @@ def beam_flags() -> dict[str, bool]:
         for flag, action in parser._option_string_actions.items()  # noqa: SLF001
         if flag.startswith("--") and flag != "--help"
     }
+
+
+#: Modules that define the option classes of every runner Beam ships, imported
+#: before the strict check so their flags are known. Flink, Spark, Portable,
+#: job server and Dataflow (``GoogleCloudOptions``) live in Beam's
+#: ``pipeline_options``; the Dask runner keeps its ``DaskOptions`` in its own
+#: module, which nothing imports unless a pipeline runs on it.
+RUNNER_OPTION_MODULES = (
+    "apache_beam.options.pipeline_options",
+    "apache_beam.runners.dask.dask_runner",
+    "ctxledger.jobs.dask_compat",  # --dask_no_worker_timeout
+)
+
+
+def register_runner_options() -> list[str]:
+    """Import ``RUNNER_OPTION_MODULES`` so their ``PipelineOptions`` subclasses
+    exist; returns the modules that could not be imported (the Dask runner
+    needs ``dask[distributed]``, an optional extra: without it its flags stay
+    unknown, and a run on it says what to install)."""
+    import importlib
+
+    missing = []
+    for name in RUNNER_OPTION_MODULES:
+        try:
+            importlib.import_module(name)
+        except (ImportError, AttributeError):  # dask_runner without distributed
+            missing.append(name)
+    return missing
 
 
 def split_beam_args(

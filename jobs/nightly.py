@@ -253,26 +253,34 @@ def _run_pipeline(
             released(config.run_id),  # the embed-ahead helper, if any
             sized_worker_threads(local_workers(beam_args)),
             _stage_lines(config.staging_dir, progress, len(new_items)) as stage_lines,
-            beam_pipeline(beam_args) as pipeline,
         ):
-            try:
-                build_batch_graph(
-                    pipeline,
-                    new_items,
-                    config,
-                    policy,
-                    key,
-                    started_at=started_at,
-                    files_seen=len(found.items),
-                    files_skipped=len(found.skipped),
-                    runner=runner,
-                    workers=local_workers(beam_args),
-                    lake=lake,
-                    shares_process=shares_process(beam_args),
-                )
-            finally:
-                lake.close()  # read at graph build only; the pipeline runs next
+            with beam_pipeline(beam_args) as pipeline:
+                try:
+                    pending = build_batch_graph(
+                        pipeline,
+                        new_items,
+                        config,
+                        policy,
+                        key,
+                        started_at=started_at,
+                        files_seen=len(found.items),
+                        files_skipped=len(found.skipped),
+                        runner=runner,
+                        workers=local_workers(beam_args),
+                        lake=lake,
+                        shares_process=shares_process(beam_args),
+                    )
+                finally:
+                    lake.close()  # read at graph build only; the pipeline runs next
+            # The stages are done, on whatever runner: verify the staged shards
+            # and commit once, here on the launcher (pipelines.sink.pending).
+            pending.run()
     except Exception as exc:
+        # The graph may have failed before its build released the planning
+        # attach (a bad --runner fails in the ``with`` header): close it first,
+        # or recording the failure attaches the catalog a second time and
+        # DuckDB's "Unique file handle conflict" replaces the real error.
+        lake.close()
         # A failed attempt removes its own debris first (its shards can fill
         # the disk that made it fail): nothing committed refers to them.
         shutil.rmtree(config.staging_dir, ignore_errors=True)
@@ -381,7 +389,26 @@ def record_failed_run(
     files_seen: int,
     exc: Exception,
 ) -> None:
-    """Store a ``failed`` run row (its own tiny snapshot) so ``runs`` shows it."""
+    """Store a ``failed`` run row (its own tiny snapshot) so ``runs`` shows it,
+    with ``exc`` (the original error) as its reason.
+
+    The caller re-raises ``exc``; a failure to record it (the catalog itself
+    unreachable) is logged and noted on ``exc``, never raised in its place."""
+    try:
+        _record_failed_run(config, started_at, runner, files_seen, exc)
+    except Exception as failed:  # noqa: BLE001 - the original error wins
+        note = f"the failed run was not recorded: {type(failed).__name__}: {failed}"
+        logging.getLogger(__name__).warning(note.splitlines()[0])
+        exc.add_note(note.splitlines()[0])
+
+
+def _record_failed_run(
+    config: JobConfig,
+    started_at: datetime,
+    runner: str,
+    files_seen: int,
+    exc: Exception,
+) -> None:
     manifest = RunManifest(
         run_id=config.run_id,
         job=config.job,

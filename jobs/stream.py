@@ -413,21 +413,20 @@ class StreamJob:
             return done
         # A retry of this attempt starts from an empty staging folder.
         shutil.rmtree(config.staging_dir, ignore_errors=True)
-        with (
-            attempt_lock(config.staging_dir),
-            beam_pipeline(self.beam_args) as pipeline,
-        ):
-            build_batch_graph(
-                pipeline,
-                list(batch.items),
-                config,
-                self.policy,
-                self.key,
-                started_at=started_at,
-                files_seen=len(batch.items),
-                files_skipped=0,
-                runner=self.runner,
-            )
+        with attempt_lock(config.staging_dir):
+            with beam_pipeline(self.beam_args) as pipeline:
+                pending = build_batch_graph(
+                    pipeline,
+                    list(batch.items),
+                    config,
+                    self.policy,
+                    self.key,
+                    started_at=started_at,
+                    files_seen=len(batch.items),
+                    files_skipped=0,
+                    runner=self.runner,
+                )
+            pending.run()  # the one commit, on the launcher (as the nightly)
         return self._load(config.run_id)
 
     def _load(self, run_id: str) -> RunManifest | None:

@@ -1,7 +1,9 @@
 """Compose the stages into the batch graph the jobs run.
 
 Landing items -> IngestTranscripts -> RedactPII -> GroupSessions -> [branches]
--> WriteTables -> CommitSnapshot. Dead letters of every stage are flattened into
+-> WriteTables -> ReportShards; then, after the runner is done, the job runs
+the returned ``PendingCommit`` on the launcher (one commit, whatever the
+runner: ``pipelines.sink.pending``). Dead letters of every stage are flattened into
 one ``dead_letters`` table.
 
 A *branch* is a later stage that reads the redacted records (memories, ledgers,
@@ -37,7 +39,8 @@ from ctxledger.pipelines.ingest.transforms import IngestTranscripts
 from ctxledger.pipelines.ledger.transforms import ledger_branch
 from ctxledger.pipelines.memory.transforms import memory_branch
 from ctxledger.pipelines.redact.transforms import GroupSessions, RedactPII
-from ctxledger.pipelines.sink.transforms import CommitSnapshot, WriteTables
+from ctxledger.pipelines.sink.pending import PendingCommit
+from ctxledger.pipelines.sink.transforms import ReportShards, WriteTables
 
 Branch = Callable[..., dict[str, Any]]
 
@@ -76,8 +79,9 @@ def build_batch_graph(
     lake=None,
     shares_process: bool = False,
 ):
-    """Add the ingest -> redact -> branches -> commit graph to ``pipeline``; return
-    the manifest PCollection (one ``RunManifest``).
+    """Add the ingest -> redact -> branches -> staged shards graph to
+    ``pipeline``; return the ``PendingCommit`` the job runs once the pipeline
+    has finished.
 
     ``commit`` replaces the appending commit step (``commit_run``), e.g. with the
     backfill's replacing one. ``workers``: local Beam worker processes
@@ -132,9 +136,17 @@ def build_batch_graph(
             raise ValueError(f"branch {branch!r} rewrites tables {clash}")
         tables.update(extra)
     tables["dead_letters"] = dead_letters | "FlattenDeadLetters" >> beam.Flatten()
-    return (
+    _ = (
         tables
         | "WriteTables" >> WriteTables(config)
-        | "CommitSnapshot"
-        >> CommitSnapshot(config, started_at, files_seen, files_skipped, runner, commit)
+        | "ReportShards" >> ReportShards(config)
+    )
+    return PendingCommit(
+        config,
+        started_at,
+        files_seen,
+        files_skipped,
+        runner,
+        commit,
+        expected_files=len(items),
     )

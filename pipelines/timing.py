@@ -205,12 +205,27 @@ def timed(stage: str) -> Callable[[type[T]], type[T]]:
                 return setup(self)
             return None
 
-        cls.process = timed_process  # type: ignore[attr-defined]
-        cls.finish_bundle = finish_bundle  # type: ignore[attr-defined]
-        cls.setup = tuned_setup  # type: ignore[attr-defined]
+        _install(cls, "process", timed_process)
+        _install(cls, "finish_bundle", finish_bundle)
+        _install(cls, "setup", tuned_setup)
         return cls
 
     return decorate
+
+
+def _install(cls: type, name: str, fn: Callable[..., Any]) -> None:
+    """Set ``cls.<name> = fn`` under that very name.
+
+    A bound method pickles as ``getattr(instance, fn.__name__)`` (pickle,
+    cloudpickle and dill alike): a wrapper whose ``__name__`` differs from the
+    attribute it is installed as (``tuned_setup`` as ``setup``) cannot be
+    unpickled on a remote worker, which only has the class's attributes
+    (``tests/unit/core/test_dofn_pickling.py`` checks every DoFn).
+    """
+    fn.__name__ = name
+    fn.__qualname__ = f"{cls.__qualname__}.{name}"
+    fn.__module__ = cls.__module__  # cloudpickle: by reference, not by value
+    setattr(cls, name, fn)
 
 
 def _order(stage: str) -> tuple[int, str]:

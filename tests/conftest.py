@@ -34,6 +34,7 @@ def job_server():
 #: modules to its workers in collection order (``--no-loadscope-reorder``), so
 #: these start first and the workers finish together.
 LONGEST_FIRST = (
+    "tests/e2e/test_distributed_runners.py",  # ~200 s: dask cluster, worker pool
     "tests/e2e/test_kill9.py",
     "tests/e2e/test_forget_crash.py",
     "tests/e2e/test_nightly.py",

@@ -201,6 +201,30 @@ def has_stored_vectors(wh, model: str) -> bool:
     return row is not None
 
 
+def export_stored_vectors(wh, model: str, target: str | Path) -> int:
+    """Write one vector per ``(tenant_id, content_hash)`` embedded by
+    ``model`` to the Parquet file ``target`` (temp name + rename), read on the
+    open warehouse ``wh`` (the launcher's): the evidence stage looks vectors
+    up in it instead of attaching the catalog (``pipelines.evidence.stored``).
+    Returns how many vectors it holds."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    table = wh.query(
+        "SELECT tenant_id, content_hash, any_value(embedding) AS embedding "
+        "FROM evidence_chunks WHERE embed_model = ? AND embedding IS NOT NULL "
+        "GROUP BY ALL",
+        [model],
+    ).arrow()
+    if hasattr(table, "read_all"):
+        table = table.read_all()
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    pq.write_table(table, partial)
+    partial.replace(target)
+    return table.num_rows
+
+
 def lookup_embeddings(
     root: str | Path,
     keys: Sequence[tuple[str, str]],

@@ -261,13 +261,22 @@ class LookupEmbeddingsFn(beam.DoFn):
     """Batches of ``(key, drafts)``: complete the drafts whose text the warehouse
     already embedded (same tenant, hash and model); pass the rest on."""
 
-    def __init__(self, config: JobConfig, model: str):
+    def __init__(self, config: JobConfig, model: str, vectors: str | None = None):
         self.config = config
         self.model = model
+        #: The launcher's export of the stored vectors (``pipelines.evidence.
+        #: stored``): the job's path, no catalog attach in this DoFn. None: the
+        #: warehouse itself (``StoredVectors``), for callers outside the jobs.
+        self.vectors = vectors
         self.reused = Metrics.counter("evidence", "embeddings_reused")
         self._stored = None
 
     def setup(self):
+        if self.vectors is not None:
+            from ctxledger.pipelines.evidence.stored import VectorFile
+
+            self._stored = VectorFile(self.vectors)
+            return
         from ctxledger.warehouse.evidence_api import StoredVectors
 
         # One read-only connection for all of this instance's batches
@@ -356,11 +365,11 @@ class EmbedChunks(beam.PTransform):
     ``(tenant, text)`` is embedded at most once. ``reuse=False`` (the warehouse
     holds no vector of the model: ``has_stored_vectors``) skips the lookups."""
 
-    def __init__(self, config: JobConfig, policy, reuse: bool = True):
+    def __init__(self, config: JobConfig, policy, reuse: bool | str = True):
         super().__init__()
         self.config = config
         self.settings = policy.evidence.embedding
-        self.reuse = reuse
+        self.reuse = reuse  # a str: the exported vectors file to look up in
 
     def expand(self, drafts):
         model = self.settings.model
@@ -381,9 +390,13 @@ class EmbedChunks(beam.PTransform):
                     min_batch_size=LOOKUP_BATCH, max_batch_size=LOOKUP_BATCH
                 )
                 | "LookupEmbeddings"
-                >> beam.ParDo(LookupEmbeddingsFn(self.config, model)).with_outputs(
-                    "to_embed", main="reused"
-                )
+                >> beam.ParDo(
+                    LookupEmbeddingsFn(
+                        self.config,
+                        model,
+                        self.reuse if isinstance(self.reuse, str) else None,
+                    )
+                ).with_outputs("to_embed", main="reused")
             )
             reused, to_embed = [looked_up.reused], looked_up.to_embed
         else:
@@ -436,7 +449,7 @@ class ChunkEvidence(beam.PTransform):
     "dead_letter"}``. A tool output's sightings (time, tool, subject) come
     from the session groups' messages."""
 
-    def __init__(self, config: JobConfig, policy, key: bytes, reuse: bool = True):
+    def __init__(self, config: JobConfig, policy, key: bytes, reuse: bool | str = True):
         super().__init__()
         self.config = config
         self.policy = policy
@@ -494,9 +507,11 @@ def evidence_branch(
     opened for it).
     """
     from ctxledger.pipelines.evidence.landing import discover_documents
+    from ctxledger.pipelines.evidence.stored import vectors_path
     from ctxledger.pipelines.ingest.landing import KnownFiles, new_items
     from ctxledger.pipelines.redact.keys import load_key
     from ctxledger.warehouse.evidence_api import (
+        export_stored_vectors,
         has_stored_vectors,
         processed_document_files,
     )
@@ -511,7 +526,12 @@ def evidence_branch(
                 processed_document_files(config.warehouse, wh=wh)
             )
             items = new_items(found.items, known)
-        reuse = has_stored_vectors(wh, policy.evidence.embedding.model)
+        reuse: bool | str = has_stored_vectors(wh, policy.evidence.embedding.model)
+        if reuse:
+            # the lookups read an export made here, on the launcher, not the
+            # catalog from inside a DoFn (pipelines.evidence.stored)
+            reuse = vectors_path(config.staging_dir)
+            export_stored_vectors(wh, policy.evidence.embedding.model, reuse)
     key = load_key(Path(config.key_file) if config.key_file else None)
     inputs = {"artifacts": redacted.artifacts, "sessions": redacted.grouped}
     if items:  # no document files: no parse step (``ChunkEvidence``)

@@ -6,12 +6,15 @@ lives in one bundle: it writes a file whenever its buffer reaches ``max_rows``
 and once more when the bundle ends, so memory stays bounded however large the
 run is and no extra shuffle is needed (the write fuses with the stage that made
 the rows). A retried bundle writes new files under new names; its failed
-attempt's files are never reported, so the commit never sees them, and they go
-with the staging folder.
+attempt's files are never reported; their manifests make the commit fail the
+run rather than guess (``pipelines.sink.staged``), and they go with the
+staging folder.
 
 Each file is written under a temporary name, fsynced and renamed once complete
 (``pipelines.atomic.produce_atomic``), so a file with a final name is always a
-whole Parquet file, and a failed write (a full disk) removes its temporary file.
+whole Parquet file, and a failed write (a full disk) removes its temporary file;
+then its manifest is written (``pipelines.sink.staged``), which the commit
+checks the reported paths against.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctxledger.pipelines.atomic import produce_atomic
+from ctxledger.pipelines.sink.staged import record_shard
 
 #: Rows per staged file. Bounds a writer's buffer (rows with embeddings run to a
 #: few KB each) while keeping files large enough for DuckLake to read well.
@@ -36,6 +40,8 @@ def write_shard(directory: Path, schema: pa.Schema, rows: list[dict[str, Any]]) 
     final = directory / f"part-{uuid.uuid4().hex}.parquet"
     table = pa.Table.from_pylist(rows, schema=schema)
     produce_atomic(final, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    # its manifest, written where its rows are (pipelines.sink.staged)
+    record_shard(final, directory.name, len(rows))
     return str(final)
 
 

@@ -1,15 +1,17 @@
-"""Beam wrappers of the sink: stage records as Parquet shards, commit them once.
+"""Beam wrappers of the sink: stage records as Parquet shards, report them.
 
 ``WriteTables`` writes each table's records as Parquet shards under
-``staging/<run_id>/<table>/`` (``pipelines.sink.shards``);
-``CommitSnapshot`` waits for every shard, then runs the single commit step
-(``pipelines.sink.commit.commit_run``) on one worker. Until that step commits, no
-reader can see any of the run's rows.
+``staging/<run_id>/<table>/`` (``pipelines.sink.shards``, each with its
+manifest); ``ReportShards`` waits for every shard and writes the full list of
+their paths to the staging folder. The commit is not a pipeline step: once the
+runner is done, the launcher checks the reported paths against the shard
+manifests and commits once (``pipelines.sink.pending``), so no worker attaches
+the catalog, whatever the runner. Until that commit, no reader can see any of
+the run's rows.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import apache_beam as beam
@@ -17,8 +19,8 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from ctxledger.pipelines.config import JobConfig
-from ctxledger.pipelines.sink.commit import commit_run
 from ctxledger.pipelines.sink.shards import SHARD_MAX_ROWS, ShardBuffer
+from ctxledger.pipelines.sink.staged import write_reported
 from ctxledger.schemas.arrow import arrow_schema
 from ctxledger.warehouse.tables import TABLES
 
@@ -75,60 +77,28 @@ class WriteTables(beam.PTransform):
         return written | "FlattenShardPaths" >> beam.Flatten()
 
 
-class CommitRunFn(beam.DoFn):
-    """Run the commit step once, over the full list of staged shards.
+class ReportShardsFn(beam.DoFn):
+    """The run's full list of shard paths -> one file in its staging folder,
+    which the launcher commits from (``pipelines.sink.pending``)."""
 
-    ``commit`` is ``commit_run`` (append) unless a job brings its own, such as the
-    backfill's replacing commit (a picklable callable with the same signature).
-    """
-
-    def __init__(
-        self, config, started_at, files_seen, files_skipped, runner, commit=None
-    ):
-        self.config = config
-        self.started_at = started_at
-        self.files_seen = files_seen
-        self.files_skipped = files_skipped
-        self.runner = runner
-        self.commit = commit or commit_run
+    def __init__(self, staging_dir: str):
+        self.staging_dir = staging_dir
 
     def process(self, paths):
-        if getattr(self.config, "embed_ahead", False):
-            # the evidence stage took its vectors: stop the embed-ahead helper
-            # (and its read-only attach, which would block this commit)
-            from ctxledger.pipelines.evidence.ahead import release_ahead
-
-            release_ahead(self.config.run_id)
-        yield self.commit(
-            self.config,
-            paths,
-            started_at=self.started_at,
-            files_seen=self.files_seen,
-            files_skipped=self.files_skipped,
-            runner=self.runner,
-        )
+        write_reported(self.staging_dir, list(paths))
+        yield len(paths)
 
 
-class CommitSnapshot(beam.PTransform):
-    """Staged shard paths -> one committed snapshot (emits the ``RunManifest``)."""
+class ReportShards(beam.PTransform):
+    """Staged shard paths -> the reported-shards file (emits how many)."""
 
-    def __init__(
-        self,
-        config: JobConfig,
-        started_at: datetime,
-        files_seen: int,
-        files_skipped: int,
-        runner: str,
-        commit=None,
-    ):
+    def __init__(self, config: JobConfig):
         super().__init__()
-        self.fn = CommitRunFn(
-            config, started_at, files_seen, files_skipped, runner, commit
-        )
+        self.staging_dir = config.staging_dir
 
     def expand(self, paths):
         return (
             paths
             | "CollectShardPaths" >> beam.combiners.ToList()
-            | "CommitRun" >> beam.ParDo(self.fn)
+            | "ReportShardPaths" >> beam.ParDo(ReportShardsFn(self.staging_dir))
         )
