@@ -193,11 +193,15 @@ class PackSettings(_Strict):
     #: Items whose cosine to the query is below this are dropped
     #: (``low_relevance``): filling the window with unrelated text helps nobody.
     min_relevance: float = Field(default=0.1, ge=0.0, le=1.0)
-    #: An item of high injection risk (its source's ``injection_risk``, or
-    #: text that reads as instructions) or of low trust (``untrusted``) is
-    #: selected only when its cosine to the query reaches this, never as
-    #: filler (``untrusted_low_relevance``).
-    untrusted_min_relevance: float = Field(default=0.4, ge=0.0, le=1.0)
+    #: An item of low trust (``untrusted``: a forum post, a model's hypothesis)
+    #: is selected only when its cosine to the query reaches this, never as
+    #: filler (``untrusted_low_relevance``). The seed's forum post answering
+    #: the question it is packed for scores 0.24.
+    untrusted_min_relevance: float = Field(default=0.2, ge=0.0, le=1.0)
+    #: The same floor, higher, for an item of high injection risk (its
+    #: source's ``injection_risk``, or text that reads as instructions): an
+    #: injected wiki chunk scored up to 0.3 against unrelated on-call questions.
+    high_risk_min_relevance: float = Field(default=0.4, ge=0.0, le=1.0)
     #: Utility loses this for an item of medium / high injection risk (the
     #: seed's ``- injection_risk`` term); instruction-like text is ``high``.
     medium_risk_penalty: float = Field(default=0.05, ge=0.0)

@@ -649,13 +649,15 @@ def _flagged(text: str) -> bool:
 def _guard(candidates: list[Candidate], settings: PackSettings) -> np.ndarray:
     """Each candidate's relevance floor, and its injection-risk penalty
     (``Candidate.risk``): text that reads as instructions is of high risk and
-    served ``untrusted``; an item of high risk or ``untrusted`` trust gets
-    ``untrusted_min_relevance`` as its floor, any other 0."""
+    served ``untrusted``; an item of high risk gets ``high_risk_min_relevance``
+    as its floor, another ``untrusted`` one ``untrusted_min_relevance``, any
+    other 0."""
     penalty = {
         "medium": settings.medium_risk_penalty,
         "high": settings.high_risk_penalty,
     }
     floor = settings.untrusted_min_relevance
+    high_floor = settings.high_risk_min_relevance
     floors = np.zeros(len(candidates))
     for k, c in enumerate(candidates):
         risk = c.injection_risk or "low"
@@ -664,7 +666,9 @@ def _guard(candidates: list[Candidate], settings: PackSettings) -> np.ndarray:
         if risk == "high":
             c.trust = "untrusted"
         c.risk = penalty.get(risk, 0.0)
-        if c.trust == "untrusted":
+        if risk == "high":
+            floors[k] = max(high_floor, floor)
+        elif c.trust == "untrusted":
             floors[k] = floor
     return floors
 

@@ -96,6 +96,7 @@ def test_dask_backfill_equals_the_direct_runner(landing, direct, cluster, tmp_pa
             results[name] = run_backfill(
                 warehouse, policy_file=policy, landing=landing, beam_args=args
             )
+    assert results["direct"].snapshot_id is not None
     assert results["dask"].snapshot_id is not None
     _same_tables(tmp_path / "direct", tmp_path / "dask")
 
@@ -142,10 +143,13 @@ def test_a_cluster_without_workers_fails_the_run_in_bounded_time(
 
 
 def _bumped_policy() -> str:
-    """The default policy under a new version (the backfill re-derives all)."""
+    """The default policy under a new version whose pseudonyms are longer, so
+    the backfill re-derives every redacted row (a new version alone changes no
+    row: an identical backfill commits nothing)."""
     text = (ROOT / "pipelines" / "redact" / "default_policy.yaml").read_text()
-    assert '\nversion: "1"\n' in text
-    return text.replace('\nversion: "1"\n', '\nversion: "2"\n')
+    assert '\nversion: "1"\n' in text and "\npseudonym_hex_length: 8\n" in text
+    text = text.replace('\nversion: "1"\n', '\nversion: "2"\n')
+    return text.replace("\npseudonym_hex_length: 8\n", "\npseudonym_hex_length: 12\n")
 
 
 def test_lost_shard_paths_fail_the_run(landing, tmp_path, monkeypatch):

@@ -299,7 +299,7 @@ def test_an_injected_chunk_never_fills_packs_for_unrelated_queries(
     index = _index(policy, rows)
     registry = _registry(**registered)
     monkeypatch.setattr(evidence_search, "load_index", lambda wh, settings: index)
-    floor = policy.evidence.pack.untrusted_min_relevance
+    floor = policy.evidence.pack.high_risk_min_relevance
     reasons = set()
     for query in UNRELATED:
         for budget in (500, 2000):
@@ -350,7 +350,7 @@ def test_an_injected_chunk_pays_its_risk_and_goes_in_only_when_relevant(
     )
     settings = policy.evidence.pack
     [item] = manifest.selected
-    assert item.scores.relevance >= settings.untrusted_min_relevance
+    assert item.scores.relevance >= settings.high_risk_min_relevance
     assert item.trust == "untrusted" and item.instruction_like
     value = item.scores.relevance * item.scores.authority * item.scores.freshness
     assert item.scores.utility == pytest.approx(
