@@ -184,8 +184,10 @@ def score_family(pipeline: _Pipeline, data: dict) -> dict:
             p_all += 1
             p_hit += ok
             if not ok:
-                errors.append(f"FP {did} s{m.session}t{m.turn} {m.kind}/{m.slot} "
-                              f"{m.value!r} {m.text[:80]!r}")
+                errors.append(
+                    f"FP {did} s{m.session}t{m.turn} {m.kind}/{m.slot} "
+                    f"{m.value!r} {m.text[:80]!r}"
+                )
         for g in dialogue["store"]:
             ok = any(_match(g, m) for m in served)
             r_all += 1
