@@ -361,6 +361,10 @@ class RuleExtractor:
             ):
                 continue
             said = intent.control(sentence.text)
+            if said is not None and said.action == "decline":
+                if not intent.bare_decline(sentence.text):
+                    out.append(self._declined(ctx, message, sentence))
+                continue
             if said is not None and said.action != "allow":
                 continue  # the control phrase itself is no memory
             if said is not None:
@@ -435,6 +439,24 @@ class RuleExtractor:
             1.0,
             "rules:allow",
             message_provenance(ctx, message, begin, begin + len(text)),
+            version=self.version,
+        )
+
+    def _declined(self, ctx, message, sentence) -> Draft:
+        """What the user declined to have remembered, in the same sentence
+        ("Please don't remember this: ..."): refused, so its rejection (no
+        text kept) records the wish with the statement's provenance."""
+        return Draft(
+            message,
+            "fact",
+            "user_stated",
+            sentence.text,
+            None,
+            None,
+            1.0,
+            "rules:declined",
+            message_provenance(ctx, message, sentence.start, sentence.end),
+            reject_reason=intent.USER_DECLINED,
             version=self.version,
         )
 

@@ -41,7 +41,8 @@ _ATTR_NOUNS = (
     r"(?:number|no\.?|id|account|email|e-mail|address|name|username|handle|phone|"
     r"plan|timezone|time zone|language|title|role|team|manager|department|company|"
     r"employer|pronouns|login|extension|desk|office|region|currency|locale|"
-    r"identifier)"
+    r"identifier|airport|city|country|hometown|nationality|school|university|"
+    r"pronoun)"
 )
 _COPULA = (
     r"(?:is now|is|=|:|has changed to|has been changed to|changed to|"
