@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from ctxledger.pipelines.memory import cues, intent, patterns
 from ctxledger.pipelines.memory.classify import (
     Encoder,
+    Label,
     PrototypeClassifier,
     PurposeClassifier,
     classifier_version,
@@ -78,6 +79,17 @@ _CLAUSE = re.compile(
     r"token|email|e-mail|username|user\s*id|phone)\s+(?:is|was)\b)",
     re.IGNORECASE,
 )
+
+
+def _user_clauses(content: str) -> list[Sentence]:
+    """A user message's clauses, written with a capital first-person "I"
+    (``intent.first_person``: same length, so spans stay verbatim) for the
+    rules; a draft's text is always cut from the message itself."""
+    return [
+        Sentence(intent.first_person(c.text), c.start, c.end)
+        for s in sentences(content)
+        for c in clauses(s)
+    ]
 
 
 def clauses(sentence: Sentence) -> list[Sentence]:
@@ -311,8 +323,7 @@ class RuleExtractor:
             c.text
             for m in ctx.messages
             if m.role == "user"
-            for s in sentences(m.content)
-            for c in clauses(s)
+            for c in _user_clauses(m.content)
             if self._wants_classifier(c)
         ]
         if pending:
@@ -354,7 +365,7 @@ class RuleExtractor:
     def _user(self, ctx: SessionContext, message: Message) -> list[Draft]:
         out: list[Draft] = []
         pending = []
-        found = [c for s in sentences(message.content) for c in clauses(s)]
+        found = _user_clauses(message.content)
         for index, sentence in enumerate(found):
             if len(sentence.text) > MAX_SENTENCE_CHARS or patterns.about_credential(
                 sentence.text
@@ -384,7 +395,7 @@ class RuleExtractor:
                         message,
                         hit.kind,
                         "user_stated",
-                        sentence.text,
+                        message.content[sentence.start : sentence.end],
                         hit.slot,
                         hit.value,
                         hit.confidence,
@@ -399,6 +410,8 @@ class RuleExtractor:
             self.classified += len(pending)
             labels = self.kinds.classify([s.text for s in pending])
             for sentence, label in zip(pending, labels, strict=True):
+                if label is None and patterns.standing_change(sentence.text):
+                    label = Label("fact", 1.0, 1.0)
                 if label is None or label.name == "account_state":
                     continue
                 slot, value = self._slot(label.name, sentence.text)
@@ -407,7 +420,7 @@ class RuleExtractor:
                         message,
                         label.name,
                         "user_stated",
-                        sentence.text,
+                        message.content[sentence.start : sentence.end],
                         slot,
                         value,
                         round(min(1.0, max(0.0, label.score)), 4),
@@ -424,6 +437,7 @@ class RuleExtractor:
         text = sentence.text[start:].strip()
         begin = sentence.start + sentence.text.index(text)
         hit = patterns.match_user_sentence(text)
+        text = message.content[begin : begin + len(text)]
         if hit is not None:
             kind, slot, value = hit.kind, hit.slot, hit.value
         else:

@@ -82,6 +82,15 @@ class Control:
     start: int = 0
 
 
+_LOWER_I = re.compile(r"(?<![\w'\u2019-])i(?=(?:['\u2019](?:m|d|ve|ll)\b|\s))")
+
+
+def first_person(text: str) -> str:
+    """``"i'm a teacher"`` -> ``"I'm a teacher"``: casual writing's lowercase
+    pronoun, capitalized for rules written for "I" (same length)."""
+    return _LOWER_I.sub("I", text)
+
+
 def control(text: str) -> Control | None:
     """The control phrase a user sentence holds, if any (see the module doc)."""
     targets = [
@@ -188,6 +197,7 @@ CHATTER_PROTOTYPES: tuple[str, ...] = (
     "Long time no see!",
     "Have a great weekend!",
     "Thanks so much, you're the best.",
+    "You are the most helpful agent I've ever talked to.",
     "Wow, that's amazing!",
     "Haha, that's so funny.",
     "Congratulations on the promotion!",

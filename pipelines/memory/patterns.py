@@ -626,3 +626,25 @@ def replaced_values(text: str) -> frozenset[str]:
     return frozenset(
         n for n in found.names if len(n) > 1 and n not in _STOP and n not in _NOT_HEAD
     )
+
+
+_FIRST_PERSON_SUBJECT = re.compile(r"\b(?:I|we|my|our)\b", re.IGNORECASE)
+_NOW = re.compile(
+    r"\b(?:now|from now on|these days|nowadays|no longer|any ?more|going forward)\b",
+    re.IGNORECASE,
+)
+
+
+def standing_change(text: str) -> bool:
+    """A first-person statement that something replaced something, for good:
+    "we use nextest now instead of cargo test". A memory (a ``fact``) even
+    where the classifier hesitates: it names the old value and says "now"."""
+    return bool(
+        _FIRST_PERSON_SUBJECT.search(text)
+        and _NOW.search(text)
+        and replaced_values(text)
+        and re.search(
+            r"\b(?:instead of|rather than|in place of|replacing)\s|,\s*not\s", text
+        )
+        and not text.rstrip().endswith("?")
+    )
