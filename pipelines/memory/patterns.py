@@ -140,6 +140,15 @@ _LIVES = re.compile(
     r"'ve moved|\u2019ve moved)\s+(?:to|in)\s+"
     r"(?P<value>[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,2})"
 )
+#: What the user does for a living or looks after: "I maintain the ingest
+#: service", "I work at Acme", "I teach chemistry" (slot per verb, so "I work
+#: on X" and "I work at Y" both hold).
+_OCCUPATION = re.compile(
+    r"(?:^|[,.;!]\s*|\b(?:and|but|so|btw|fyi)[,]?\s+)I\s+(?:currently\s+|mostly\s+|"
+    r"still\s+|now\s+|also\s+)?(?P<verb>work\s+(?:on|at|for|in|as)|maintain|manage|"
+    r"lead|teach|study\s+(?:at|in)|volunteer\s+(?:at|for|as))\s+(?!to\b|it\b|that\b)"
+    r"(?P<value>[^,;.!?]+)"
+)
 _UNDER_NAME = re.compile(
     r"\bunder\s+(?:the\s+name(?:\s+of)?\s+"
     rf"(?P<value>{_PLACEHOLDER}|[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)"
@@ -349,6 +358,17 @@ def residence(text: str) -> tuple[str, str] | None:
     return ("home_city", match.group("value")) if match else None
 
 
+def occupation(text: str) -> tuple[str, str] | None:
+    """``("work_on", "the billing service")`` of "I work on the billing service"."""
+    match = _OCCUPATION.search(text)
+    if not match:
+        return None
+    value = normalize_value(match.group("value"))
+    if not value or (_ONE_OFF_VALUE.search(value) and not value.startswith("the ")):
+        return None
+    return "_".join(match.group("verb").lower().split()), value
+
+
 def named(text: str) -> tuple[str, str] | None:
     """``("name", ...)`` of "... under the name Sarah Johnson" / "I'm omar_1"."""
     match = _UNDER_NAME.search(text)
@@ -488,6 +508,9 @@ def match_user_sentence(text: str) -> PatternHit | None:
     name = named(text)
     if name:
         return PatternHit("identity", name[0], name[1], "identity")
+    work = occupation(text)
+    if work:
+        return PatternHit("identity", work[0], work[1], "occupation")
     pref = preference(text)
     if pref:
         return PatternHit("preference", pref[0], pref[1], "preference")

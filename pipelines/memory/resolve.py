@@ -17,6 +17,10 @@ are resolved together, whatever their purpose:
   names, or, naming none, the other values;
 * a user statement or a system record outranks a model inference, whatever their
   order: the inference is superseded by the current fact;
+* whatever the slots, a correction that names the value it replaces ("use
+  eu-central-1 from now on, not us-east-2": ``patterns.replaced_values``)
+  supersedes the subject's earlier memories of its source stating that value
+  (``_named_replacements``), so free-text corrections need no shared slot;
 * the same value stated twice at once: the later (by order) stands;
 * what rules cannot decide is flagged, not guessed: different values at the same
   time and turn with no correction between them, or a current user statement

@@ -269,3 +269,33 @@ def test_aisle_and_window_seats_share_one_slot():
 def test_a_negation_that_is_no_correction_names_nothing():
     assert patterns.replaced_values("I'm not sure about that.") == frozenset()
     assert "us-east-2" in patterns.replaced_values("Use eu-central-1, not us-east-2.")
+
+
+def test_lowercase_i_is_the_pronoun_and_the_text_stays_verbatim(encoder):
+    served, _, _ = run(
+        encoder,
+        [("user", "i live in Porto")],
+        [("user", "so i moved to Lisbon in march")],
+    )
+    assert [(m.slot, m.value, m.text) for m in served] == [
+        ("home_city", "Lisbon", "so i moved to Lisbon in march")
+    ]
+    assert intent.first_person("i'm here, hi") == "I'm here, hi"
+
+
+def test_standing_change_is_kept_and_supersedes(encoder):
+    served, _, _ = run(
+        encoder,
+        [("user", "We always run cargo test before a merge.")],
+        [("user", "btw we use nextest now instead of cargo test")],
+    )
+    assert texts(served) == ["btw we use nextest now instead of cargo test"]
+
+
+def test_occupation_statements_are_identities():
+    assert patterns.occupation("I maintain the ingest service, it's all rust") == (
+        "maintain",
+        "the ingest service",
+    )
+    assert patterns.occupation("I work at Acme Corp.") == ("work_at", "Acme Corp")
+    assert patterns.occupation("I manage to get by.") is None
