@@ -252,9 +252,26 @@ class ChatterModel:
         ]
 
     def is_chatter(self, texts: Sequence[str]) -> list[bool]:
+        """Chatter per text, judged on its core: a polite tail ("..., thanks!")
+        does not make an instruction chatter."""
+        cores = [_core(t) for t in texts]
         return [
-            c >= self.threshold and c - m > self.margin for c, m in self.scores(texts)
+            bool(core) and c >= self.threshold and c - m > self.margin
+            for core, (c, m) in zip(cores, self.scores(cores), strict=True)
         ]
+
+
+_POLITE_TAIL = re.compile(
+    r"(?:[,;:.!\s-]+(?:thanks|thank you|thx|ty|cheers|please|pls|much appreciated)"
+    r"(?:\s+(?:so much|a lot|again|mate|buddy))?)+[\s.!]*$",
+    re.IGNORECASE,
+)
+
+
+def _core(text: str) -> str:
+    """The text without a trailing "thanks" / "please" (what is scored)."""
+    core = _POLITE_TAIL.sub("", text).strip()
+    return core or text
 
 
 def _unit(matrix) -> np.ndarray:

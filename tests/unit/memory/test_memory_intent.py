@@ -299,3 +299,10 @@ def test_occupation_statements_are_identities():
     )
     assert patterns.occupation("I work at Acme Corp.") == ("work_at", "Acme Corp")
     assert patterns.occupation("I manage to get by.") is None
+
+
+def test_a_polite_tail_does_not_make_an_instruction_chatter(encoder):
+    served, _, _ = run(
+        encoder, [("user", "Always CC my manager on escalations, thanks!")]
+    )
+    assert [m.kind for m in served] == ["rule"]
