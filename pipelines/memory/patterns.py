@@ -625,6 +625,7 @@ def correction(text: str) -> Correction | None:
     return Correction(frozenset(names))
 
 
+_PRONOUNS = frozenset("i me you us we it them him her this that".split())
 _REPLACES = re.compile(
     r"(?:,\s*|\s+-\s+|\s+)(?:not|instead of|rather than|in place of|replacing)\s+"
     r"|\bno longer\b",
@@ -647,7 +648,9 @@ def replaced_values(text: str) -> frozenset[str]:
     if found is None:
         return frozenset()
     return frozenset(
-        n for n in found.names if len(n) > 1 and n not in _STOP and n not in _NOT_HEAD
+        n
+        for n in found.names
+        if len(n) > 1 and set(n.split()) - _STOP - _NOT_HEAD - _PRONOUNS
     )
 
 

@@ -269,6 +269,9 @@ def test_aisle_and_window_seats_share_one_slot():
 def test_a_negation_that_is_no_correction_names_nothing():
     assert patterns.replaced_values("I'm not sure about that.") == frozenset()
     assert "us-east-2" in patterns.replaced_values("Use eu-central-1, not us-east-2.")
+    assert patterns.replaced_values("From now on, send it to finance, not to me.") == (
+        frozenset()
+    )
 
 
 def test_lowercase_i_is_the_pronoun_and_the_text_stays_verbatim(encoder):
