@@ -81,6 +81,7 @@ $(EVAL_STAMP): $(STAMP) eval/requirements.txt
 eval: $(EVAL_STAMP) ## Redaction quality vs presidio/detect-secrets/CredSweeper (QUICK=1: ours only).
 	$(BIN)/python -m eval.redaction --corpora $(CORPORA) $(if $(QUICK),--quick)
 	$(BIN)/python -m eval.memory_quality --corpora $(CORPORA)
+	$(BIN)/python -m eval.memory_dialogues --corpora $(CORPORA)
 	$(BIN)/python -m eval.ledger_probes --corpora $(CORPORA)
 	$(BIN)/python -m eval.locomo_recall --corpora $(CORPORA) --pipeline
 

@@ -86,7 +86,14 @@ def slot_matches(label: str, predicted: str | None) -> bool:
     """Equal slots, slots sharing a word (``user_id`` / ``id``), or no slot."""
     if not predicted:
         return True
-    words = lambda s: set(re.split(r"[^a-z0-9]+", s.lower())) - {"", "preference"}  # noqa: E731
+
+    def words(slot: str) -> set[str]:  # singular and plural: one slot word
+        found = re.split(r"[^a-z0-9]+", slot.lower())
+        return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in found} - {
+            "",
+            "preference",
+        }
+
     return label == predicted or bool(words(label) & words(predicted))
 
 

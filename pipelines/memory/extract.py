@@ -38,9 +38,10 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ctxledger.pipelines.memory import cues, patterns
+from ctxledger.pipelines.memory import cues, intent, patterns
 from ctxledger.pipelines.memory.classify import (
     Encoder,
+    Label,
     PrototypeClassifier,
     PurposeClassifier,
     classifier_version,
@@ -57,7 +58,7 @@ from ctxledger.schemas.memory import (
 )
 
 #: Bump when extraction logic changes; part of every candidate's extractor_version.
-EXTRACTOR_VERSION = "4"
+EXTRACTOR_VERSION = "5"
 MIN_WORDS = 3
 MAX_SENTENCE_CHARS = 600
 #: Pleasantries and one-off requests: never memories, so never sent to the model
@@ -73,10 +74,22 @@ _NOT_A_STATEMENT = re.compile(
 #: Where one statement ends and the next begins inside a sentence: "my username
 #: is foo, and my password is bar" states two things (one of them never kept).
 _CLAUSE = re.compile(
-    r"(?:\s*[,;]\s*(?:and\s+)?|\s+and\s+)(?=my\s|(?:the\s+)?(?:password|passcode|"
+    r"(?:\s*[,;]\s*(?:and\s+)?|\s+and\s+)(?=my\s|I['\u2019]m\s|I am\s|"
+    r"(?:the\s+)?(?:password|passcode|"
     r"token|email|e-mail|username|user\s*id|phone)\s+(?:is|was)\b)",
     re.IGNORECASE,
 )
+
+
+def _user_clauses(content: str) -> list[Sentence]:
+    """A user message's clauses, written with a capital first-person "I"
+    (``intent.first_person``: same length, so spans stay verbatim) for the
+    rules; a draft's text is always cut from the message itself."""
+    return [
+        Sentence(intent.first_person(c.text), c.start, c.end)
+        for s in sentences(content)
+        for c in clauses(s)
+    ]
 
 
 def clauses(sentence: Sentence) -> list[Sentence]:
@@ -278,6 +291,7 @@ class RuleExtractor:
             f"+{classifier_version(settings)}"
         )
         self._kinds: PrototypeClassifier | None = None
+        self._chatter: intent.ChatterModel | None = None
         #: Sentences sent to the kind classifier so far (cost instrumentation).
         self.classified = 0
 
@@ -293,6 +307,14 @@ class RuleExtractor:
             )
         return self._kinds
 
+    @property
+    def chatter(self) -> intent.ChatterModel | None:
+        if self._chatter is None and self.encode is not None:
+            self._chatter = intent.ChatterModel(
+                self.encode, kind_prototypes(self.settings)
+            )
+        return self._chatter
+
     def prepare(self, ctx: SessionContext) -> None:
         """Embed the session's unmatched user sentences in one batch (cached)."""
         if self.encode is None:
@@ -301,8 +323,7 @@ class RuleExtractor:
             c.text
             for m in ctx.messages
             if m.role == "user"
-            for s in sentences(m.content)
-            for c in clauses(s)
+            for c in _user_clauses(m.content)
             if self._wants_classifier(c)
         ]
         if pending:
@@ -344,11 +365,21 @@ class RuleExtractor:
     def _user(self, ctx: SessionContext, message: Message) -> list[Draft]:
         out: list[Draft] = []
         pending = []
-        found = [c for s in sentences(message.content) for c in clauses(s)]
+        found = _user_clauses(message.content)
         for index, sentence in enumerate(found):
             if len(sentence.text) > MAX_SENTENCE_CHARS or patterns.about_credential(
                 sentence.text
             ):
+                continue
+            said = intent.control(sentence.text)
+            if said is not None and said.action == "decline":
+                if not intent.bare_decline(sentence.text):
+                    out.append(self._declined(ctx, message, sentence))
+                continue
+            if said is not None and said.action != "allow":
+                continue  # the control phrase itself is no memory
+            if said is not None:
+                out.append(self._allowed(ctx, message, sentence, said.start))
                 continue
             if sentence.is_question:
                 hit = patterns.match_question(sentence.text)
@@ -364,7 +395,7 @@ class RuleExtractor:
                         message,
                         hit.kind,
                         "user_stated",
-                        sentence.text,
+                        message.content[sentence.start : sentence.end],
                         hit.slot,
                         hit.value,
                         hit.confidence,
@@ -379,6 +410,8 @@ class RuleExtractor:
             self.classified += len(pending)
             labels = self.kinds.classify([s.text for s in pending])
             for sentence, label in zip(pending, labels, strict=True):
+                if label is None and patterns.standing_change(sentence.text):
+                    label = Label("fact", 1.0, 1.0)
                 if label is None or label.name == "account_state":
                     continue
                 slot, value = self._slot(label.name, sentence.text)
@@ -387,7 +420,7 @@ class RuleExtractor:
                         message,
                         label.name,
                         "user_stated",
-                        sentence.text,
+                        message.content[sentence.start : sentence.end],
                         slot,
                         value,
                         round(min(1.0, max(0.0, label.score)), 4),
@@ -396,7 +429,74 @@ class RuleExtractor:
                         version=self.version,
                     )
                 )
-        return out
+        return self._screen(out)
+
+    def _allowed(self, ctx, message, sentence, start: int) -> Draft:
+        """What the user allowed ("you can remember that I'm vegetarian"):
+        the rest of the sentence, by rule where one matches, else a fact."""
+        text = sentence.text[start:].strip()
+        begin = sentence.start + sentence.text.index(text)
+        hit = patterns.match_user_sentence(text)
+        text = message.content[begin : begin + len(text)]
+        if hit is not None:
+            kind, slot, value = hit.kind, hit.slot, hit.value
+        else:
+            slot, value = self._slot("identity", text)
+            kind = "identity" if slot else "fact"
+        return Draft(
+            message,
+            kind,
+            "user_stated",
+            text,
+            slot,
+            value,
+            1.0,
+            "rules:allow",
+            message_provenance(ctx, message, begin, begin + len(text)),
+            version=self.version,
+        )
+
+    def _declined(self, ctx, message, sentence) -> Draft:
+        """What the user declined to have remembered, in the same sentence
+        ("Please don't remember this: ..."): refused, so its rejection (no
+        text kept) records the wish with the statement's provenance."""
+        return Draft(
+            message,
+            "fact",
+            "user_stated",
+            sentence.text,
+            None,
+            None,
+            1.0,
+            "rules:declined",
+            message_provenance(ctx, message, sentence.start, sentence.end),
+            reject_reason=intent.USER_DECLINED,
+            version=self.version,
+        )
+
+    #: Rule hits whose shape is a structured attribute: never chatter.
+    _STRUCTURED = frozenset(
+        {"rules:attribute", "rules:membership", "rules:residence", "rules:answer"}
+    )
+
+    def _screen(self, drafts: list[Draft]) -> list[Draft]:
+        """Refuse (with a reason) what is about someone else or is chatter."""
+        for draft in drafts:
+            if draft.extractor != "rules:allow" and intent.about_other(draft.text):
+                draft.reject_reason = intent.ABOUT_OTHER
+        open_ = [
+            d
+            for d in drafts
+            if d.reject_reason is None
+            and d.extractor not in self._STRUCTURED
+            and d.extractor != "rules:allow"
+        ]
+        if open_ and self.chatter is not None:
+            flags = self.chatter.is_chatter([d.text for d in open_])
+            for draft, flag in zip(open_, flags, strict=True):
+                if flag:
+                    draft.reject_reason = intent.CHATTER
+        return drafts
 
     @staticmethod
     def _answer(ctx: SessionContext, message: Message, found, index: int):
@@ -619,6 +719,64 @@ def _with_purposes(drafts, purpose_of, purposes: PurposeClassifier):
             yield draft, draft.purpose or purpose_of.get(draft.message.message_id)
 
 
+def honour_controls(ctx: SessionContext, drafts: Sequence[Draft]) -> None:
+    """Refuse what the user's control phrases decline or withdraw (in place).
+
+    ``decline`` refuses every user statement of its message, and a bare one
+    ("Please don't remember that.") also the user's previous message;
+    ``withdraw`` refuses the earlier statements of the session it names (by
+    slot or words), or, naming none, the statements before it in its message,
+    else the user's previous message. The refused drafts keep their
+    provenance and get ``user_declined`` / ``user_withdrawn`` as the reason,
+    so the gate records them as rejections.
+    """
+    users = [m for m in ctx.messages if m.role == "user"]
+    stated = [d for d in drafts if d.source == "user_stated"]
+
+    def of(message: Message) -> list[Draft]:
+        return [d for d in stated if d.message.message_id == message.message_id]
+
+    def refuse(found: Sequence[Draft], reason: str) -> None:
+        for draft in found:
+            if draft.reject_reason is None or draft.reject_reason == intent.CHATTER:
+                draft.reject_reason = reason
+
+    for index, message in enumerate(users):
+        for sentence in sentences(message.content):
+            said = intent.control(sentence.text)
+            if said is None or said.action == "allow":
+                continue
+            previous = of(users[index - 1]) if index else []
+            own = of(message)
+            if said.action == "decline":
+                refuse(own, intent.USER_DECLINED)
+                if not own and intent.bare_decline(message.content):
+                    refuse(previous, intent.USER_DECLINED)
+            elif said.target:
+                earlier = [
+                    d
+                    for d in stated
+                    if d.message.turn < message.turn
+                    or (
+                        d.message.message_id == message.message_id
+                        and (d.provenance.char_start or 0) < sentence.start
+                    )
+                ]
+                refuse(
+                    [
+                        d
+                        for d in earlier
+                        if intent.names_memory(said.target, d.slot, d.text)
+                    ],
+                    intent.USER_WITHDRAWN,
+                )
+            else:
+                before = [
+                    d for d in own if (d.provenance.char_start or 0) < sentence.start
+                ]
+                refuse(before or previous, intent.USER_WITHDRAWN)
+
+
 def extract_session(
     ctx: SessionContext,
     extractors: Sequence[Extractor],
@@ -663,6 +821,7 @@ def extract_session(
             continue
         result.scanned += 1
         drafts.extend(found)
+    honour_controls(ctx, drafts)
     need = sorted(
         {
             d.message.message_id: d.message

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 
 #: Bump when a rule changes what it extracts (part of the extractor version).
-PATTERNS_VERSION = "4"
+PATTERNS_VERSION = "5"
 
 _PLACEHOLDER = r"<[A-Z][A-Z0-9_]*(?::[0-9a-f]+)?>"
 _TOKEN = rf"(?:{_PLACEHOLDER}|[A-Za-z0-9$][\w.@+\-/$,]*[\w$]|[A-Za-z0-9$])"
@@ -41,7 +41,8 @@ _ATTR_NOUNS = (
     r"(?:number|no\.?|id|account|email|e-mail|address|name|username|handle|phone|"
     r"plan|timezone|time zone|language|title|role|team|manager|department|company|"
     r"employer|pronouns|login|extension|desk|office|region|currency|locale|"
-    r"identifier)"
+    r"identifier|airport|city|country|hometown|nationality|school|university|"
+    r"pronoun)"
 )
 _COPULA = (
     r"(?:is now|is|=|:|has changed to|has been changed to|changed to|"
@@ -111,9 +112,10 @@ _KEEP_PREFERENCE = re.compile(
 )
 
 _IDENTITY = re.compile(
-    r"(?:^|[,.;!]\s*|\b(?:hi|hello|hey)[,!]?\s+)(?:I am|I'm|my name is|this is|call me)"
+    r"(?:^|[,.;!]\s*|\b(?:hi|hello|hey)[,!]?\s+)(?:(?:I am|I'm|my name is|call me)"
     rf"\s+(?P<value>{_PLACEHOLDER}|(?:a|an|the)\s+[a-z][\w-]*(?:\s+[a-z][\w-]*){{0,3}}|"
-    r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)",
+    r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)"
+    rf"|this is\s+(?P<value2>{_PLACEHOLDER}|[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)\b)",
 )
 #: "I'm omar_rossi_1241": a login-like token (letters, then ``_``/``.``/digits).
 _HANDLE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)*[._]?\d+[A-Za-z0-9]*")
@@ -122,7 +124,8 @@ _IDENTITY_HANDLE = re.compile(
     r"(?P<value>[A-Za-z][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+)\b"
 )
 _MEMBERSHIP = re.compile(
-    r"\b(?:(?i:I am|I'm|I\u2019m|as)\s+(?:a|an)\s+(?:valued\s+|loyal\s+)?"
+    r"\b(?:(?i:I am|I'm|I\u2019m|as)\s+(?i:(?:actually|now|currently|still|also|"
+    r"already|finally)\s+)*(?:a|an)\s+(?:valued\s+|loyal\s+)?"
     r"(?P<tier>{tiers})\s+(?:member|customer|tier)\b|"
     r"\b(?i:my)\s+(?P<tier2>{tiers})\s+(?:membership|status|tier|plan)\b)"
 )
@@ -132,8 +135,19 @@ _TIERS = (
 )
 _MEMBERSHIP = re.compile(_MEMBERSHIP.pattern.format(tiers=_TIERS))
 _LIVES = re.compile(
-    r"\bI\s+(?:actually\s+|currently\s+|now\s+)?(?:live|reside|am based|'m based)"
-    r"\s+in\s+(?P<value>[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,2})"
+    r"\b(?:I|we)\s+(?:actually\s+|currently\s+|now\s+|just\s+|recently\s+)?"
+    r"(?:live|reside|am based|'m based|\u2019m based|moved|relocated|have moved|"
+    r"'ve moved|\u2019ve moved)\s+(?:to|in)\s+"
+    r"(?P<value>[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,2})"
+)
+#: What the user does for a living or looks after: "I maintain the ingest
+#: service", "I work at Acme", "I teach chemistry" (slot per verb, so "I work
+#: on X" and "I work at Y" both hold).
+_OCCUPATION = re.compile(
+    r"(?:^|[,.;!]\s*|\b(?:and|but|so|btw|fyi)[,]?\s+)I\s+(?:currently\s+|mostly\s+|"
+    r"still\s+|now\s+|also\s+)?(?P<verb>work\s+(?:on|at|for|in|as)|maintain|manage|"
+    r"lead|teach|study\s+(?:at|in)|volunteer\s+(?:at|for|as))\s+(?!to\b|it\b|that\b)"
+    r"(?P<value>[^,;.!?]+)"
 )
 _UNDER_NAME = re.compile(
     r"\bunder\s+(?:the\s+name(?:\s+of)?\s+"
@@ -241,17 +255,45 @@ def normalize_value(value: str) -> str:
     return value.strip().rstrip(".,;:!?)").strip()
 
 
+#: Words that say when or how firmly, not what: "window seats now" is about seats.
+_NOT_HEAD = frozenset(
+    """now again anymore instead actually these days nowadays please too also
+    still lately generally usually mostly honestly really though then""".split()
+)
+
+
 def _head(value: str) -> str:
-    """The head noun of a short phrase: its last content word before a comparison."""
-    phrase = re.split(r"\b(?:over|than|instead of|rather than|to|when|if)\b", value)[0]
-    words = [w for w in _WORD.findall(phrase.lower()) if w not in _STOP]
+    """The head noun of a short phrase: its last content word before a
+    comparison, ignoring time words ("window seats now" -> ``seats``)."""
+    phrase = re.split(
+        r"\b(?:over|than|instead of|rather than|to|when|if|not)\b", value
+    )[0]
+    words = [
+        w
+        for w in _WORD.findall(phrase.lower())
+        if w not in _STOP and w not in _NOT_HEAD
+    ]
     return words[-1] if words else normalize_slot(value)
+
+
+# "my home airport is now OAK instead of SFO": any attribute, when the
+# sentence names the value it replaces (a correction says what the slot is).
+_ATTR_CORRECTED = re.compile(
+    r"\bmy\s+(?P<slot>(?:[a-z][\w-]*\s+){0,2}?[a-z][\w-]*)\s+"
+    r"(?:is now|is|are now|are|has changed to|changed to|is changing to)\s+"
+    rf"(?:now\s+|actually\s+)?(?P<value>{_TOKEN}(?:\s+{_TOKEN}){{0,2}}?)"
+    r"(?:\s+now)?,?\s+(?:instead of|not|rather than|no longer|replacing)\s+",
+    re.IGNORECASE,
+)
 
 
 def attribute(text: str) -> tuple[str, str] | None:
     """``(slot, value)`` of a "my <attribute> ... <value>" statement, if any."""
     match = (
-        _ATTR_COPULA.search(text) or _ATTR_ID.search(text) or _ATTR_BARE.search(text)
+        _ATTR_COPULA.search(text)
+        or _ATTR_ID.search(text)
+        or _ATTR_BARE.search(text)
+        or _ATTR_CORRECTED.search(text)
     )
     if not match or _TRANSACTION_ID.search(
         normalize_slot(match.group("slot")).replace("_", " ")
@@ -290,7 +332,7 @@ def identity(text: str) -> tuple[str, str] | None:
     match = _IDENTITY.search(text)
     if not match:
         return None
-    value = normalize_value(match.group("value"))
+    value = normalize_value(match.group("value") or match.group("value2"))
     if value.startswith("<"):
         return ("name" if value.startswith("<PERSON") else "identity"), value
     if _HANDLE.fullmatch(value):
@@ -314,6 +356,17 @@ def residence(text: str) -> tuple[str, str] | None:
     """``("home_city", "Princeton")`` of "I live in Princeton"."""
     match = _LIVES.search(text)
     return ("home_city", match.group("value")) if match else None
+
+
+def occupation(text: str) -> tuple[str, str] | None:
+    """``("work_on", "the billing service")`` of "I work on the billing service"."""
+    match = _OCCUPATION.search(text)
+    if not match:
+        return None
+    value = normalize_value(match.group("value"))
+    if not value or (_ONE_OFF_VALUE.search(value) and not value.startswith("the ")):
+        return None
+    return "_".join(match.group("verb").lower().split()), value
 
 
 def named(text: str) -> tuple[str, str] | None:
@@ -455,6 +508,9 @@ def match_user_sentence(text: str) -> PatternHit | None:
     name = named(text)
     if name:
         return PatternHit("identity", name[0], name[1], "identity")
+    work = occupation(text)
+    if work:
+        return PatternHit("identity", work[0], work[1], "occupation")
     pref = preference(text)
     if pref:
         return PatternHit("preference", pref[0], pref[1], "preference")
@@ -567,3 +623,54 @@ def correction(text: str) -> Correction | None:
     if not names and not _CORRECTION.search(text):
         return None
     return Correction(frozenset(names))
+
+
+_PRONOUNS = frozenset("i me you us we it them him her this that".split())
+_REPLACES = re.compile(
+    r"(?:,\s*|\s+-\s+|\s+)(?:not|instead of|rather than|in place of|replacing)\s+"
+    r"|\bno longer\b",
+    re.IGNORECASE,
+)
+
+
+def replaced_values(text: str) -> frozenset[str]:
+    """Old values a correction explicitly replaces, whatever their slot.
+
+    Only a sentence that is a correction ("actually", "instead of", "from now
+    on", "no longer", "Correction:", or ", not X") names what it replaces;
+    "I'm not sure" names nothing. ``resolve`` supersedes an earlier memory of
+    the subject that states one of these values, so "use eu-central-1 from now
+    on, not us-east-2" retires "Always use us-east-2" though neither has a slot.
+    """
+    if not (_CORRECTION.search(text) or re.search(r",\s*not\s", text)):
+        return frozenset()
+    found = correction(text)
+    if found is None:
+        return frozenset()
+    return frozenset(
+        n
+        for n in found.names
+        if len(n) > 1 and set(n.split()) - _STOP - _NOT_HEAD - _PRONOUNS
+    )
+
+
+_FIRST_PERSON_SUBJECT = re.compile(r"\b(?:I|we|my|our)\b", re.IGNORECASE)
+_NOW = re.compile(
+    r"\b(?:now|from now on|these days|nowadays|no longer|any ?more|going forward)\b",
+    re.IGNORECASE,
+)
+
+
+def standing_change(text: str) -> bool:
+    """A first-person statement that something replaced something, for good:
+    "we use nextest now instead of cargo test". A memory (a ``fact``) even
+    where the classifier hesitates: it names the old value and says "now"."""
+    return bool(
+        _FIRST_PERSON_SUBJECT.search(text)
+        and _NOW.search(text)
+        and replaced_values(text)
+        and re.search(
+            r"\b(?:instead of|rather than|in place of|replacing)\s|,\s*not\s", text
+        )
+        and not text.rstrip().endswith("?")
+    )

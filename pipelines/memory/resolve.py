@@ -17,6 +17,10 @@ are resolved together, whatever their purpose:
   names, or, naming none, the other values;
 * a user statement or a system record outranks a model inference, whatever their
   order: the inference is superseded by the current fact;
+* whatever the slots, a correction that names the value it replaces ("use
+  eu-central-1 from now on, not us-east-2": ``patterns.replaced_values``)
+  supersedes the subject's earlier memories of its source stating that value
+  (``_named_replacements``), so free-text corrections need no shared slot;
 * the same value stated twice at once: the later (by order) stands;
 * what rules cannot decide is flagged, not guessed: different values at the same
   time and turn with no correction between them, or a current user statement
@@ -31,6 +35,7 @@ stated validity and are never superseded.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
@@ -169,6 +174,41 @@ def _chain(memories: list[MemoryRecord], state: dict[str, _State]) -> list:
     return _succeed(_runs(ordered, lambda m: m.valid_from), at_one_time, state)
 
 
+def _states(value: str, memory: MemoryRecord) -> bool:
+    """Does ``memory`` state ``value`` (as whole words of its value or text)?"""
+    pattern = rf"(?<![\w-]){re.escape(value)}(?![\w-])"
+    return any(
+        re.search(pattern, " ".join(t.casefold().split()))
+        for t in (memory.value or "", memory.text)
+    )
+
+
+def _named_replacements(memories: Sequence[MemoryRecord], state: dict) -> None:
+    """A correction naming the value it replaces ("..., not us-east-2",
+    "OAK instead of SFO") supersedes the subject's earlier memories of the
+    same source that state that value, in any slot or none: a free-text
+    correction needs no id-like value and no shared slot. Earlier: by time,
+    then turn order (``_order``); a memory already superseded stays as is."""
+    groups: dict[tuple, list[MemoryRecord]] = defaultdict(list)
+    for memory in memories:
+        if memory.source in _FACT_SOURCES:
+            groups[(memory.tenant_id, memory.subject_id, memory.source)].append(memory)
+    for group in groups.values():
+        ordered = sorted(group, key=_order)
+        for index, newer in enumerate(ordered):
+            names = patterns.replaced_values(newer.text)
+            if not names or state[newer.memory_id].superseded_by:
+                continue
+            for older in ordered[:index]:
+                if (
+                    state[older.memory_id].superseded_by is None
+                    and _value_of(older) != _value_of(newer)
+                    and _place(older)[:2] != _place(newer)[:2]
+                    and any(_states(name, older) for name in names)
+                ):
+                    state[older.memory_id].supersede(older, newer)
+
+
 def resolve(memories: Sequence[MemoryRecord]) -> list[MemoryRecord]:
     """Every memory with ``valid_to``, ``superseded_*`` and ``conflict_with``
     recomputed (same order as given)."""
@@ -195,6 +235,7 @@ def resolve(memories: Sequence[MemoryRecord]) -> list[MemoryRecord]:
             winner = max(facts, key=_order)
             for inference in heads.get("model_inferred", []):
                 state[inference.memory_id].supersede(inference, winner)
+    _named_replacements(memories, state)
     out = []
     for memory in memories:
         s = state[memory.memory_id]
