@@ -71,6 +71,7 @@ bench: $(STAMP) ## Throughput benchmarks (ratios against named baselines).
 	$(BIN)/python bench/bench_memory.py $(if $(TEN_MILLION),--ten-million)
 	$(BIN)/python bench/bench_pack.py
 	$(BIN)/python bench/bench_serve.py
+	$(BIN)/python bench/bench_dask.py
 
 EVAL_STAMP := $(VENV)/.eval-installed
 

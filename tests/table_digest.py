@@ -58,10 +58,11 @@ def _rows(wh, table: str) -> list[tuple[str, dict[str, Any]]]:
     return sorted(out, key=lambda r: r[0])
 
 
-def table_digests(warehouse: Path) -> dict[str, tuple[int, str]]:
-    """``{table: (rows, sha256 of its sorted canonical rows)}``."""
+def table_digests(warehouse: Path, **where: Any) -> dict[str, tuple[int, str]]:
+    """``{table: (rows, sha256 of its sorted canonical rows)}``; ``where``:
+    ``Warehouse.open``'s ``catalog``/``data_path`` (a shared catalog)."""
     out: dict[str, tuple[int, str]] = {}
-    with Warehouse.open(warehouse) as wh:
+    with Warehouse.open(warehouse, **where) as wh:
         for table in TABLES:
             if table in RUN_TABLES:
                 continue
@@ -71,11 +72,12 @@ def table_digests(warehouse: Path) -> dict[str, tuple[int, str]]:
     return out
 
 
-def max_vector_gap(left: Path, right: Path) -> float:
+def max_vector_gap(left: Path, right: Path, **where: Any) -> float:
     """The largest absolute difference between matching vectors of two
-    warehouses (rows matched by everything else they hold)."""
+    warehouses (rows matched by everything else they hold); ``where``: the
+    right one's ``catalog``/``data_path``."""
     gap = 0.0
-    with Warehouse.open(left) as a, Warehouse.open(right) as b:
+    with Warehouse.open(left) as a, Warehouse.open(right, **where) as b:
         for table in TABLES:
             if table in RUN_TABLES:
                 continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,37 @@ def test_dask_backfill_equals_the_direct_runner(landing, direct, cluster, tmp_pa
     assert results["direct"].snapshot_id is not None
     assert results["dask"].snapshot_id is not None
     _same_tables(tmp_path / "direct", tmp_path / "dask")
+
+
+def test_dask_nightly_on_a_shared_postgres_catalog_equals_the_direct_runner(
+    landing, direct, cluster, tmp_path
+):
+    """Scale-out as documented: the workers of a dask cluster, a PostgreSQL
+    DuckLake catalog and a data path every machine shares. The committed
+    tables equal the DirectRunner's on a local catalog."""
+    from test_postgres_catalog import _admin, _server_url
+
+    server = _server_url()
+    name = f"ctxledger_dask_{uuid.uuid4().hex[:12]}"
+    _admin(server, f'CREATE DATABASE "{name}"')
+    catalog = f"{server.rpartition('/')[0]}/{name}"
+    shared = {"catalog": catalog, "data_path": str(tmp_path / "shared-data")}
+    try:
+        with hard_timeout(RUN_TIMEOUT):
+            done = run_nightly(
+                landing, tmp_path / "wh", beam_args=cluster.beam_args(), **shared
+            )
+        assert done.manifest.status == "committed"
+        assert done.manifest.runner == "DaskRunner"
+        mine = table_digests(direct)
+        assert table_digests(tmp_path / "wh", **shared) == mine
+        assert mine["sessions"][0] > 0 and mine["messages"][0] > 0
+        assert max_vector_gap(direct, tmp_path / "wh", **shared) < 1e-4
+    finally:
+        try:
+            _admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except Exception:  # noqa: BLE001 - cleanup must not hide the result
+            pass
 
 
 def test_external_worker_pool_equals_the_direct_runner(
