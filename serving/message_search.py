@@ -74,7 +74,6 @@ class TurnIndex:
         self.subject_id = subject_id
         self.turns = turns
         self.ranker = ranker
-        self.position = {(t.session_id, t.turn): i for i, t in enumerate(turns)}
         self.micros = np.array([_micros(t.created_at) for t in turns], dtype=np.float64)
 
 
@@ -132,18 +131,11 @@ def _vectors(encode: Callable[[list[str]], Any], model: str, texts: list[str]):
 def subject_turns(
     wh: Warehouse, tenant_id: str, subject_id: str, metadata_key: str
 ) -> list[_Turn]:
-    """The subject's user and assistant turns, in session and turn order."""
-    from ctxledger.pipelines.ingest.subjects import subject_for  # noqa: PLC0415
+    """The subject's user and assistant turns, in session and turn order;
+    the subject's sessions are found as erasure finds them."""
+    from ctxledger.warehouse.memory_api import subject_sessions  # noqa: PLC0415
 
-    sessions = [
-        session_id
-        for session_id, source_file, metadata in wh.query(
-            "SELECT session_id, source_file, metadata FROM sessions "
-            "WHERE tenant_id = ?",
-            [tenant_id],
-        ).fetchall()
-        if subject_for(session_id, source_file, metadata, metadata_key) == subject_id
-    ]
+    sessions, _ = subject_sessions(wh, tenant_id, subject_id, metadata_key)
     if not sessions:
         return []
     rows = wh.query(

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -411,3 +412,33 @@ def with_raw(results: list[Parsed], raw: bytes | Callable[[], bytes | None] | No
         else item
         for item in results
     ]
+
+
+def per_entry(record, convert, noun: str, plural: str) -> list[Parsed]:
+    """``convert(entry, offset)`` for a record that is one entry (a JSONL line)
+    or a document listing entries, each one session *and* one source record
+    (``tau_bench`` entries, ``locomo`` samples; ``expected_records`` counts
+    them alike). An entry that fails becomes one ``Rejected`` with its own
+    bytes; the others are kept. ``noun``/``plural``: the entry's name in
+    offsets and details (``entry:3``, "document holds no entries")."""
+    value = record.value
+    if record.offset != DOCUMENT or not isinstance(value, list):
+        if isinstance(value, list):
+            raise RecordError(
+                reasons.WRONG_TYPE, f"line: expected one {noun} object, got array"
+            )
+        return convert(value, record.offset)
+    if not value:
+        return [
+            Rejected(
+                reasons.NO_MESSAGES, DOCUMENT, f"document holds no {plural}", record.raw
+            )
+        ]
+    out: list[Parsed] = []
+    for i, entry in enumerate(value):
+        offset = f"{DOCUMENT}/{noun}:{i}"
+        try:
+            out.extend(with_raw(convert(entry, offset), partial(raw_of, entry)))
+        except RecordError as exc:
+            out.append(Rejected(exc.code, offset, exc.detail, raw_of(entry)))
+    return out

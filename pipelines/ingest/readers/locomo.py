@@ -29,21 +29,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from ctxledger.pipelines.ingest import reasons
-from ctxledger.pipelines.ingest.drafts import Parsed, Rejected, SourceFile
+from ctxledger.pipelines.ingest.drafts import Parsed, SourceFile
 from ctxledger.pipelines.ingest.readers._common import (
-    DOCUMENT,
-    RecordError,
     SessionBuilder,
     check,
     meta,
     need,
+    per_entry,
     per_record,
-    raw_of,
-    with_raw,
 )
 from ctxledger.pipelines.ingest.sources import JsonRecord
 
@@ -165,29 +161,7 @@ def convert_sample(sample: Any, offset: str) -> list[Parsed]:
 
 
 def convert_record(record: JsonRecord) -> list[Parsed]:
-    value = record.value
-    if record.offset != DOCUMENT or not isinstance(value, list):
-        if isinstance(value, list):
-            raise RecordError(
-                reasons.WRONG_TYPE, "line: expected one sample object, got array"
-            )
-        return convert_sample(value, record.offset)
-    if not value:
-        return [
-            Rejected(
-                reasons.NO_MESSAGES, DOCUMENT, "document holds no samples", record.raw
-            )
-        ]
-    out: list[Parsed] = []
-    for i, sample in enumerate(value):
-        offset = f"{DOCUMENT}/sample:{i}"
-        try:
-            out.extend(
-                with_raw(convert_sample(sample, offset), partial(raw_of, sample))
-            )
-        except RecordError as exc:
-            out.append(Rejected(exc.code, offset, exc.detail, raw_of(sample)))
-    return out
+    return per_entry(record, convert_sample, "sample", "samples")
 
 
 def read(source: SourceFile) -> Iterator[Parsed]:

@@ -14,21 +14,16 @@ conversation text, so it is left out.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
-from ctxledger.pipelines.ingest import reasons
-from ctxledger.pipelines.ingest.drafts import Parsed, Rejected, SourceFile
+from ctxledger.pipelines.ingest.drafts import Parsed, SourceFile
 from ctxledger.pipelines.ingest.readers._common import (
-    DOCUMENT,
-    RecordError,
     SessionBuilder,
     check,
     meta,
     need,
+    per_entry,
     per_record,
-    raw_of,
-    with_raw,
 )
 from ctxledger.pipelines.ingest.readers.openai_chat import ChatState
 from ctxledger.pipelines.ingest.sources import JsonRecord
@@ -90,27 +85,7 @@ def convert_entry(entry: Any, offset: str) -> list[Parsed]:
 
 
 def convert_record(record: JsonRecord) -> list[Parsed]:
-    value = record.value
-    if record.offset != DOCUMENT or not isinstance(value, list):
-        if isinstance(value, list):
-            raise RecordError(
-                reasons.WRONG_TYPE, "line: expected one entry object, got array"
-            )
-        return convert_entry(value, record.offset)
-    if not value:
-        return [
-            Rejected(
-                reasons.NO_MESSAGES, DOCUMENT, "document holds no entries", record.raw
-            )
-        ]
-    out: list[Parsed] = []
-    for i, entry in enumerate(value):
-        offset = f"{DOCUMENT}/entry:{i}"
-        try:
-            out.extend(with_raw(convert_entry(entry, offset), partial(raw_of, entry)))
-        except RecordError as exc:
-            out.append(Rejected(exc.code, offset, exc.detail, raw_of(entry)))
-    return out
+    return per_entry(record, convert_entry, "entry", "entries")
 
 
 def read(source: SourceFile) -> Iterator[Parsed]:
